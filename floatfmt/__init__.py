@@ -1,0 +1,55 @@
+"""floatfmt: bit-exact emulation of deep-learning number formats, and lessons built on it.
+
+    >>> import floatfmt as ff
+    >>> ff.cast(0.1, "bf16")
+    0.10009765625
+    >>> hex(ff.encode(0.1, "fp8_e4m3"))
+    '0x1d'
+
+The public API is the names below; every other module is an implementation
+detail.  Layers above the core (arithmetic, tensor cores, scaling, teaching,
+GPU checks) are imported on first use.
+"""
+
+from importlib import import_module
+
+from .cast import cast
+from .codec import classify, decode, encode, next_down, next_up, ulp, values
+from .formats import Format, formats, get_format, register
+from .info import FormatInfo, info
+from .rounding import MODES, OVERFLOWS
+
+__version__ = "0.1.0"
+
+# name -> module, loaded on first attribute access (keeps `import floatfmt` fast).
+_LAZY = {
+    # arithmetic and accumulation
+    "add": "ops", "sub": "ops", "mul": "ops", "div": "ops", "fma": "ops", "sqrt": "ops",
+    "neg": "ops", "abs": "ops", "minimum": "ops", "maximum": "ops",
+    "FPArray": "ops", "array": "ops", "scalar": "ops",
+    "sum": "accumulate", "dot": "accumulate", "matmul": "accumulate",
+    "TensorCoreModel": "tensorcore", "tensorcore_models": "tensorcore",
+    # scaling and training
+    "quantize": "scaling", "dequantize": "scaling", "fake_quant": "scaling",
+    "int_matmul": "scaling", "DelayedScaling": "scaling", "LossScaler": "scaling",
+    "compare_quantization": "scaling", "quantization_error": "scaling",
+    # teaching
+    "explain": "explain", "compare": "explain",
+}
+
+__all__ = ["cast", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
+           "Format", "FormatInfo", "formats", "get_format", "register", "info",
+           "MODES", "OVERFLOWS", *_LAZY]
+
+
+def __getattr__(name):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'floatfmt' has no attribute {name!r}")
+    value = getattr(import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(__all__)

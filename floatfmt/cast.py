@@ -1,0 +1,78 @@
+"""``cast``: the value of any input in any format, correctly rounded once."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .exact import holds, to_exact
+from .formats import get_format
+from .rounding import make_rng, resolve_mode, resolve_overflow, round_values
+
+__all__ = ["cast", "round_exact"]
+
+
+def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
+                rng=None, sr_bits=None):
+    """Round an ``Exact`` record to ``fmt``; returns a float64 array (shape kept).
+
+    The shared entry used by ``cast``, ``encode`` and the arithmetic layer: it
+    validates the options, turns ``daz`` into the input format's subnormal
+    threshold and calls the one rounding routine.
+    """
+    fmt = get_format(fmt)
+    mode = resolve_mode(rounding)
+    policy = resolve_overflow(overflow, fmt)
+    if mode == "stochastic":
+        rng = make_rng(rng)
+    elif sr_bits is not None:
+        raise ValueError("sr_bits applies to rounding='stochastic' only")
+    daz_below = ex.src.smallest_normal if (daz and ex.src.subnormals) else None
+    values = ex.values
+    if policy == "wrap":
+        # Reduce magnitudes modulo 2**bits first (exact: same sign, same fraction),
+        # so that huge inputs wrap like their low bits.
+        values = np.copysign(np.fmod(np.abs(values), float(1 << fmt.bits)), values)
+    return round_values(values, fmt, mode, policy, ftz=bool(ftz), daz_below=daz_below,
+                        rng=rng, sr_bits=sr_bits, sticky=ex.sticky)
+
+
+def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
+         sr_bits=None, dtype=None):
+    """Round ``x`` to the format ``fmt`` and return its value.
+
+    The result is the exact input value rounded once to ``fmt`` under
+    ``rounding`` (``nearest_even``, ``nearest_away``, ``toward_zero``, ``up``,
+    ``down``, ``odd``, ``stochastic``, or the aliases ``rne rna rtz rup rdn rto
+    sr``).  ``x`` may be a float, an int of any size, a ``Fraction``, a
+    ``Decimal``, a numeric string (``"0.1"`` is the decimal 0.1), a list, or a
+    numpy / ml_dtypes / torch array; nothing is rounded on the way in.
+
+    ``overflow``: ``"inf"``, ``"saturate"``, ``"nan"`` (``"wrap"`` for
+    integers) or None for the format's own behaviour.  ``ftz`` flushes
+    subnormal results to signed zero; ``daz`` treats inputs that are subnormal
+    in their own format as zero.  ``rng`` (a Generator or seed) and
+    ``sr_bits`` drive stochastic rounding.
+
+    Scalars give a Python float; arrays keep their shape, in the input's float
+    dtype when it holds every value of ``fmt`` exactly, else float64
+    (``dtype=`` overrides).
+
+    >>> cast(0.1, "bf16")
+    0.10009765625
+    >>> cast(70000, "fp16"), cast(70000, "bf16")
+    (inf, 70144.0)
+    >>> cast(464, "fp8_e4m3"), cast(465, "fp8_e4m3"), cast(1e6, "e4m3", overflow="saturate")
+    (448.0, nan, 448.0)
+    >>> cast(1.0 + 2**-8, "bf16", rounding="up")
+    1.0078125
+    """
+    fmt = get_format(fmt)
+    ex = to_exact(x, wrap_bits=fmt.bits if overflow == "wrap" else None)
+    r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    if ex.scalar and dtype is None:
+        return float(r)
+    if dtype is not None:
+        return r.astype(dtype)
+    if ex.float_dtype is not None and ex.float_dtype != np.float64 and holds(ex.src, fmt):
+        return r.astype(ex.float_dtype)
+    return r

@@ -1,0 +1,150 @@
+"""The ``floatfmt`` command.
+
+Subcommands: ``show``, ``formats``, ``tour``, ``figures``, ``train``,
+``gpu-report``.  Each subcommand's work lives in the module that owns it; this
+file only parses arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from fractions import Fraction
+
+from . import codec, exact
+from .cast import cast
+from .formats import formats, get_format
+from .info import info
+from .rounding import MODES
+
+
+def _fields(code: int, fmt) -> str:
+    b = format(code, f"0{fmt.bits}b")
+    if fmt.kind == "int":
+        return b
+    s = b[: int(fmt.signed)]
+    e = b[int(fmt.signed): int(fmt.signed) + fmt.ebits]
+    m = b[int(fmt.signed) + fmt.ebits:]
+    return " ".join(p for p in (s, e, m) if p)
+
+
+def exact_decimal(v: float) -> str:
+    """All decimal digits of a finite float64 (finite: a dyadic rational)."""
+    if v != v or v in (float("inf"), float("-inf")):
+        return str(v)
+    fr = Fraction(v)
+    sign = "-" if fr < 0 or (v == 0 and str(v).startswith("-")) else ""
+    fr = abs(fr)
+    whole, rest = divmod(fr.numerator, fr.denominator)
+    digits = []
+    while rest:
+        rest *= 10
+        d, rest = divmod(rest, fr.denominator)
+        digits.append(str(d))
+    return f"{sign}{whole}" + ("." + "".join(digits) if digits else "")
+
+
+def show(value: str, fmt_name: str, rounding: str = "nearest_even", overflow=None) -> str:
+    """Text for ``floatfmt show``: value, code, exact stored value, error."""
+    fmt = get_format(fmt_name)
+    stored = cast(value, fmt, rounding, overflow)
+    lines = [f"input      {value}", f"format     {fmt.name}  ({fmt!r})",
+             f"rounding   {rounding}"]
+    try:
+        code = codec.encode(value, fmt, rounding, overflow)
+        width = (fmt.bits + 3) // 4
+        lines.append(f"code       0x{code:0{width}x}  = {_fields(code, fmt)}"
+                     + ("  (sign exponent mantissa)" if fmt.kind == "float" else "  (two's complement)"))
+    except ValueError as err:
+        lines.append(f"code       none ({err})")
+    lines.append(f"stored     {exact_decimal(stored)}")
+    lines.append(f"class      {codec.classify(stored, fmt)}")
+    src = exact._parse_string(value)
+    finite = lambda v: v == v and abs(v) != float("inf")  # noqa: E731
+    if finite(stored) and (isinstance(src, float) and finite(src) or not isinstance(src, float)
+                           and src.is_finite()):
+        src = Fraction(src)
+        err = Fraction(stored) - src
+        rel = f"{float(abs(err) / abs(src)):.3e}" if src != 0 else "n/a"
+        lines.append(f"error      {float(err):+.6e} absolute, {rel} relative, "
+                     f"{float(err / Fraction(codec.ulp(stored, fmt))):+.4f} ulp")
+    return "\n".join(lines)
+
+
+def formats_table() -> str:
+    """Text table of every registered format's facts."""
+    head = f"{'name':<14}{'bits':>5}{'exp':>4}{'man':>4}{'bias':>6}  {'max':>12} {'min normal':>12} " \
+           f"{'min subnorm':>12} {'eps':>10}  inf  nan"
+    rows = [head, "-" * len(head)]
+    for name in formats():
+        i = info(name)
+        if i.kind == "int":
+            rows.append(f"{name:<14}{i.bits:>5}{'-':>4}{'-':>4}{'-':>6}  {i.max:>12g} {'-':>12} {'-':>12} "
+                        f"{'1':>10}  {'no':>3}  {'no':>3}   (min {i.min:g})")
+            continue
+        rows.append(f"{name:<14}{i.bits:>5}{i.nexp:>4}{i.nmant:>4}{i.bias:>6}  {i.max:>12.5g} "
+                    f"{i.smallest_normal:>12.5g} {i.smallest_subnormal:>12.5g} {i.eps:>10.4g}  "
+                    f"{'yes' if i.has_inf else 'no':>3}  {'yes' if i.nan_codes else 'no':>3}")
+    return "\n".join(rows)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="floatfmt", description="Bit-exact number formats of deep learning.")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+    s = sub.add_parser("show", help="show a value's bits and rounding in a format",
+                       description="Round VALUE to FORMAT and show its code, exact stored value and error.")
+    s.add_argument("value", help="a number: 0.1, -1e-5, 0x1.8p3, inf, nan (decimals are exact)")
+    s.add_argument("format", help="a format name, e.g. bf16, fp8_e4m3, e5m10")
+    s.add_argument("--rounding", "-r", default="nearest_even", help=f"one of {', '.join(MODES)}")
+    s.add_argument("--overflow", default=None, help="inf, saturate or nan (default: the format's own)")
+    sub.add_parser("formats", help="table of every format's facts",
+                   description="Print a table of every registered format.")
+    t = sub.add_parser("tour", help="a narrated walk through the key facts (the main example)",
+                       description="Print a guided tour of floatfmt with numbers computed on the spot.")
+    t.add_argument("--figures", action="store_true", help="also write the figures")
+    t.add_argument("--out", default="figures", help="folder for --figures (default figures/)")
+    f = sub.add_parser("figures", help="write every figure as PNG",
+                       description="Write the lesson figures as PNG files.")
+    f.add_argument("--out", default="figures", help="output folder (default figures/)")
+    tr = sub.add_parser("train", help="train the tiny MLP under a precision policy",
+                        description="Train the tiny MLP under a precision policy and summarise.")
+    tr.add_argument("--policy", default="bf16")
+    tr.add_argument("--steps", type=int, default=None)
+    g = sub.add_parser("gpu-report", help="compare recorded GPU fixtures with the emulator",
+                       description="Compare recorded GPU outputs with floatfmt's predictions.")
+    g.add_argument("dir", nargs="?", default=None, help="fixture folder (default: all committed)")
+    g.add_argument("--show", type=int, default=5, help="mismatches to print per check")
+    return p
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.cmd == "show":
+            print(show(args.value, args.format, args.rounding, args.overflow))
+        elif args.cmd == "formats":
+            print(formats_table())
+        elif args.cmd == "tour":
+            from .tour import run_tour
+            run_tour(figures_out=args.out if args.figures else None)
+        elif args.cmd == "figures":
+            from .plot import write_figures
+            for path in write_figures(args.out):
+                print(path)
+        elif args.cmd == "train":
+            from .training import cli_train
+            cli_train(args.policy, args.steps)
+        elif args.cmd == "gpu-report":
+            from .gpu.compare import report_main
+            return report_main(args.dir, args.show)
+        else:
+            _parser().print_help()
+            return 2
+    except (ValueError, TypeError) as err:
+        print(f"floatfmt: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

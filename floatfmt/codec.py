@@ -1,0 +1,256 @@
+"""Codes and neighbours: encode, decode, classify, next_up, next_down, ulp, values.
+
+A code is the format's bit pattern as an unsigned integer, right-aligned in the
+smallest of uint8 / uint16 / uint32 / uint64 that holds it (6- and 4-bit codes
+in uint8, tf32's 19-bit code in uint32).  Integer formats use two's complement
+(int8 -1 is 0xFF, int4 -1 is 0xF).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .cast import cast, round_exact
+from .exact import holds, to_exact
+from .formats import Format, get_format
+
+__all__ = ["encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
+           "code_dtype", "values_to_codes", "codes_to_values"]
+
+
+def code_dtype(fmt: Format) -> np.dtype:
+    """Smallest unsigned dtype that holds a code of ``fmt``."""
+    for dt in (np.uint8, np.uint16, np.uint32, np.uint64):
+        if fmt.bits <= np.dtype(dt).itemsize * 8:
+            return np.dtype(dt)
+    raise AssertionError
+
+
+def _nan_code(fmt: Format, neg):
+    if fmt.nan == "ieee":
+        c = (((1 << fmt.ebits) - 1) << fmt.mbits) | (1 << (fmt.mbits - 1))
+    elif fmt.nan == "all_ones":
+        c = (1 << (fmt.ebits + fmt.mbits)) - 1
+    else:  # negative_zero
+        return np.full(np.shape(neg), 1 << (fmt.bits - 1), np.int64)
+    return np.where(neg & fmt.signed, c | (1 << (fmt.bits - 1)) if fmt.signed else c, c)
+
+
+def values_to_codes(r, fmt: Format) -> np.ndarray:
+    """Codes of values already in ``fmt`` (float64 array; NaN -> the format's NaN code)."""
+    r = np.asarray(r, np.float64)
+    if fmt.kind == "int":
+        if np.isnan(r).any():
+            raise ValueError(f"{fmt.name} has no code for NaN")
+        return (r.astype(np.int64) & ((1 << fmt.bits) - 1)).astype(code_dtype(fmt))
+    nan = np.isnan(r)
+    if nan.any() and not fmt.has_nan:
+        raise ValueError(f"{fmt.name} has no NaN code; the input holds NaN")
+    neg = np.signbit(r)
+    a = np.where(nan, 0.0, np.abs(r))
+    inf = np.isinf(a)
+    a[inf] = 0.0
+    u = a.view(np.int64)
+    e = (u >> 52) - 1023
+    normal = (e >= fmt.emin) & (a != 0)
+    mant_n = (u & ((1 << 52) - 1)) >> (52 - fmt.mbits)
+    mant_s = np.rint(np.ldexp(np.where(normal, 0.0, a), fmt.mbits - fmt.emin)).astype(np.int64)
+    mag = np.where(normal, ((e + fmt.bias) << fmt.mbits) | mant_n, mant_s)
+    mag[inf] = ((1 << fmt.ebits) - 1) << fmt.mbits
+    code = mag | ((neg.astype(np.int64) << (fmt.bits - 1)) if fmt.signed else 0)
+    if nan.any():
+        code = np.where(nan, _nan_code(fmt, neg), code)
+    return code.astype(code_dtype(fmt))
+
+
+def codes_to_values(codes, fmt: Format) -> np.ndarray:
+    """float64 values of valid codes (int64 array) by the field formula."""
+    c = np.asarray(codes, np.int64)
+    if fmt.kind == "int":
+        return np.where(fmt.signed & (c >= (1 << (fmt.bits - 1))), c - (1 << fmt.bits), c).astype(np.float64)
+    emask, mmask = (1 << fmt.ebits) - 1, (1 << fmt.mbits) - 1
+    neg = ((c >> (fmt.bits - 1)) & 1).astype(bool) if fmt.signed else np.zeros(c.shape, bool)
+    e = (c >> fmt.mbits) & emask
+    m = c & mmask
+    sub = (e == 0) & fmt.subnormals
+    sig = np.where(sub, m, m + (1 << fmt.mbits)).astype(np.float64)
+    v = np.ldexp(sig, np.where(sub, fmt.emin, e - fmt.bias) - fmt.mbits)
+    if fmt.nan == "ieee":
+        top = e == emask
+        v = np.where(top, np.where(m == 0, np.inf, np.nan), v)
+    elif fmt.nan == "all_ones":
+        v = np.where((e == emask) & (m == mmask), np.nan, v)
+    elif fmt.nan == "negative_zero":
+        v = np.where(c == (1 << (fmt.bits - 1)), np.nan, v)
+    return np.where(neg, -v, v)
+
+
+@lru_cache(maxsize=None)
+def _table(fmt: Format) -> np.ndarray:
+    t = codes_to_values(np.arange(1 << fmt.bits, dtype=np.int64), fmt)
+    t.setflags(write=False)
+    return t
+
+
+def encode(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
+           sr_bits=None, container=None):
+    """Round ``x`` to ``fmt`` (as ``cast`` does) and return the bit patterns.
+
+    Codes come right-aligned in the smallest unsigned dtype that holds them.
+    ``container="fp32"`` returns the code of the same value in a wider format
+    (tf32 as GPU memory keeps it: an fp32 word whose low 13 bits are zero).
+    Formats without NaN raise ``ValueError`` for NaN input.  Scalars give a
+    Python int.
+
+    >>> hex(encode(1.0, "fp16")), hex(encode(-2.0, "bf16")), hex(encode(448, "e4m3"))
+    ('0x3c00', '0xc000', '0x7e')
+    >>> encode(1 + 2**-10, "tf32"), hex(encode(1 + 2**-10, "tf32", container="fp32"))
+    (130049, '0x3f802000')
+    """
+    fmt = get_format(fmt)
+    ex = to_exact(x)
+    r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    target = fmt
+    if container is not None:
+        target = get_format(container)
+        if not holds(target, fmt):
+            raise ValueError(f"container {target.name} cannot hold every {fmt.name} value")
+    codes = values_to_codes(r, target)
+    return int(codes) if ex.scalar else codes
+
+
+def _as_codes(codes, fmt: Format) -> tuple[np.ndarray, bool]:
+    scalar = np.isscalar(codes) or (isinstance(codes, np.ndarray) and codes.ndim == 0)
+    arr = np.asarray(codes)
+    if isinstance(codes, (float, np.floating)) or arr.dtype.kind not in "iu" and not (
+            arr.dtype.kind == "O" and all(isinstance(v, (int, np.integer)) for v in arr.ravel())):
+        if arr.dtype.kind == "b" or isinstance(codes, bool):
+            raise TypeError("codes must be integers, not booleans")
+        raise TypeError(f"codes must be integers, not {arr.dtype if arr.dtype.kind != 'O' else type(codes).__name__}")
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= (1 << fmt.bits):
+            raise ValueError(f"code {hi if hi >= (1 << fmt.bits) else lo} does not fit {fmt.name}: "
+                             f"codes are 0..{(1 << fmt.bits) - 1} ({fmt.bits} bits)")
+    return arr.astype(np.uint64 if arr.dtype.kind == "O" else arr.dtype), scalar
+
+
+def decode(codes, fmt) -> np.ndarray | float:
+    """Values (float64) of bit patterns of ``fmt``.
+
+    >>> decode(0x3c00, "fp16"), decode(0x7e, "fp8_e4m3"), decode(0b0111, "fp4_e2m1")
+    (1.0, 448.0, 6.0)
+    """
+    fmt = get_format(fmt)
+    arr, scalar = _as_codes(codes, fmt)
+    if fmt.bits <= 16:
+        out = _table(fmt)[arr.astype(np.intp)]
+    else:
+        out = codes_to_values(arr.astype(np.int64), fmt)
+    return float(out) if scalar else out
+
+
+_CLASSES = np.array(["zero", "subnormal", "normal", "inf", "nan"])
+
+
+def classify(x, fmt, rounding="nearest_even", **options):
+    """Class of ``x`` after rounding to ``fmt``: ``zero``, ``subnormal``,
+    ``normal``, ``inf`` or ``nan`` (integers: ``zero`` or ``normal``).
+
+    >>> classify(1e-5, "fp16"), classify(1e-5, "bf16"), classify(1e5, "fp16")
+    ('subnormal', 'normal', 'inf')
+    """
+    fmt = get_format(fmt)
+    r = np.asarray(cast(x, fmt, rounding, **options), np.float64)
+    a = np.abs(r)
+    idx = np.select([np.isnan(r), np.isinf(r), a == 0, a < fmt.smallest_normal],
+                    [4, 3, 0, 1], 2)
+    out = _CLASSES[idx]
+    return str(out) if out.ndim == 0 else out
+
+
+def _step(r, fmt: Format, up: bool):
+    """Neighbour one step up (or down) in value of values r that are in ``fmt``."""
+    if fmt.kind == "int":
+        n = r + (1.0 if up else -1.0)
+        return np.where((n > fmt.max) | (n < fmt.min), np.nan, n)
+    fin = np.isfinite(r)
+    side = np.where(r == 0, 1.0 if up else -1.0, np.sign(np.where(fin, r, 0.0) + np.where(fin, 0.0, r)))
+    mag_code = values_to_codes(np.where(fin, np.abs(r), 0.0), fmt).astype(np.int64)
+    nc = mag_code + np.where((side > 0) == up, 1, -1)
+    mag = codes_to_values(np.clip(nc, 0, fmt.max_code), fmt)
+    mag = np.where(nc > fmt.max_code, np.inf if fmt.inf else np.nan, np.where(nc < 0, np.nan, mag))
+    out = side * mag
+    if not fmt.signed:
+        out = np.where(side < 0, np.nan, out)
+    # Infinities: one step inward gives +-max; outward stays infinite.
+    inward = np.where((r > 0) == up, r, np.copysign(fmt.max, r))
+    return np.where(fin, out, np.where(np.isnan(r), np.nan, inward))
+
+
+def _neighbour(x, fmt, up: bool):
+    fmt = get_format(fmt)
+    ex = to_exact(x)
+    r = round_exact(ex, fmt, "up" if up else "down", "inf" if fmt.inf else "saturate")
+    exact = r == ex.values if ex.sticky is None else (r == ex.values) & (ex.sticky == 0)
+    if fmt.kind == "float" and not fmt.inf:
+        big = np.abs(ex.values) > fmt.max
+        exact = exact & ~big
+        r = np.where(big & ((ex.values > 0) == up), np.nan, r)
+    out = np.where(exact, _step(r, fmt, up), r)
+    return float(out) if ex.scalar else out
+
+
+def next_up(x, fmt):
+    """Smallest value of ``fmt`` strictly greater than ``x`` (+Inf past max, or NaN
+    for formats without Inf).
+
+    >>> next_up(1.0, "fp16"), next_up(0.0, "fp8_e4m3"), next_up(-0.5, "fp4_e2m1")
+    (1.0009765625, 0.001953125, -0.0)
+    """
+    return _neighbour(x, fmt, True)
+
+
+def next_down(x, fmt):
+    """Largest value of ``fmt`` strictly less than ``x`` (mirror of ``next_up``).
+
+    >>> next_down(1.0, "bf16"), next_down(448.0, "e4m3")
+    (0.99609375, 416.0)
+    """
+    return _neighbour(x, fmt, False)
+
+
+def ulp(x, fmt):
+    """Spacing of ``fmt`` at ``|x|``: the gap between the two values of ``fmt``
+    that bracket ``|x|`` (for a value of the format, the gap to the next larger
+    magnitude), ``2**(max(floor(log2|x|), emin) - mbits)``; 1 for integers.
+
+    >>> ulp(1.0, "fp16"), ulp(1000.0, "bf16"), ulp(0.0, "fp16")
+    (0.0009765625, 4.0, 5.960464477539063e-08)
+    """
+    fmt = get_format(fmt)
+    ex = to_exact(x)
+    v = ex.values
+    if fmt.kind == "int":
+        out = np.where(np.isfinite(v), 1.0, np.nan)
+    else:
+        _, e = np.frexp(np.abs(v))
+        k = np.maximum(np.where(v == 0, fmt.emin, e - 1), fmt.emin) - fmt.mbits
+        out = np.where(np.isfinite(v), np.ldexp(1.0, k), np.nan)
+    return float(out) if ex.scalar else out
+
+
+def values(fmt) -> np.ndarray:
+    """Every distinct finite value of ``fmt`` in increasing order (one zero);
+    formats of at most 16 bits.
+
+    >>> values("fp4_e2m1")[7:].tolist()
+    [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    """
+    fmt = get_format(fmt)
+    if fmt.bits > 16:
+        raise ValueError(f"values() lists formats of at most 16 bits; {fmt.name} has {fmt.bits}")
+    t = _table(fmt)
+    return np.unique(t[np.isfinite(t)]) + 0.0  # one zero, +0

@@ -1,0 +1,224 @@
+"""Exact intake of user input: anything numeric -> float64 values plus a sticky mask.
+
+float64 holds every value of every format up to fp32, and every float16, float32
+and ml_dtypes array converts to it exactly.  Inputs that float64 cannot hold
+(Python ints past 2**53, ``Fraction``, ``Decimal``, decimal strings, int64 past
+2**53, long double) are truncated toward zero to float64 and carry a *sticky*
+*remainder class* r: 0 exact, 1 below half a float64 ulp, 2 exactly half,
+3 above half (so the exact magnitude is ``|x| + r/4`` ulps, roughly).  That is
+all a single correct rounding to any format of at most 53 bits needs, so
+nothing is rounded twice.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from numbers import Number
+
+import numpy as np
+
+from .formats import Format, get_format
+
+__all__ = ["Exact", "to_exact", "holds"]
+
+_TWO53 = 2 ** 53
+
+
+@dataclass
+class Exact:
+    """Input converted for the rounding routine."""
+
+    values: np.ndarray  # float64, truncated toward zero where inexact
+    sticky: np.ndarray | None  # uint8 remainder class, or None when every value is exact
+    scalar: bool  # the input was a scalar
+    src: Format  # the input's own format (fp64 for Python numbers and integers)
+    float_dtype: np.dtype | None  # the input's float dtype, if it had one
+
+
+def _fraction_rz(fr: Fraction) -> tuple[float, int]:
+    """Truncate a rational toward zero to float64; return (value, remainder class)."""
+    if fr == 0:
+        return 0.0, 0
+    neg = fr < 0
+    a, b = abs(fr.numerator), fr.denominator
+    e = a.bit_length() - b.bit_length()
+    if (a << max(-e, 0)) < (b << max(e, 0)):
+        e -= 1  # now 2**e <= a/b < 2**(e+1)
+    if e >= 1024:
+        return (-math.inf if neg else math.inf), 3
+    k = max(e, -1022) - 52
+    num, den = (a, b << k) if k >= 0 else (a << -k, b)
+    m, rem = divmod(num, den)
+    hi = math.ldexp(m, k)
+    twice = 2 * rem
+    cls = 0 if rem == 0 else 1 if twice < den else 2 if twice == den else 3
+    return (-hi if neg else hi), cls
+
+
+def _parse_string(s: str):
+    t = s.strip().replace("_", "")
+    low = t.lower()
+    if low.lstrip("+-").startswith("0x"):
+        try:
+            return float.fromhex(t)  # hex floats are exact
+        except ValueError:
+            pass
+    try:
+        return Decimal(t)
+    except InvalidOperation:
+        raise TypeError(f"cannot interpret the string {s!r} as a number") from None
+
+
+def _scalar(v, wrap_bits=None) -> tuple[float, int]:
+    """(float64 truncated toward zero, remainder class) for one Python or numpy scalar.
+
+    ``wrap_bits``: reduce the magnitude modulo 2**wrap_bits first (exact), for
+    two's-complement wrap-around of huge integers."""
+    if wrap_bits is not None and isinstance(v, (int, np.integer, Fraction, Decimal, str)) \
+            and not isinstance(v, (bool, np.bool_)):
+        if isinstance(v, str):
+            v = _parse_string(v)
+        if not isinstance(v, float) and not (isinstance(v, Decimal) and not v.is_finite()):
+            fr = Fraction(v)
+            red = abs(fr) % (1 << wrap_bits)
+            v = -red if fr < 0 else red
+    if isinstance(v, (bool, np.bool_)):
+        return float(v), 0
+    if isinstance(v, float):  # np.float64 included
+        return float(v), 0
+    if isinstance(v, (int, np.integer)):
+        iv = int(v)
+        if abs(iv) <= _TWO53:
+            return float(iv), False
+        return _fraction_rz(Fraction(iv))
+    if isinstance(v, np.floating):
+        if v.dtype.itemsize <= 8 or not np.isfinite(v):
+            return float(v), 0
+        return _fraction_rz(Fraction(*v.as_integer_ratio()))
+    if isinstance(v, (str, np.str_)):
+        v = _parse_string(str(v))
+        if isinstance(v, float):
+            return v, 0
+    if isinstance(v, Decimal):
+        if v.is_nan():
+            return math.nan, 0
+        if v.is_infinite():
+            return (-math.inf if v < 0 else math.inf), 0
+        if v.is_zero():
+            return (-0.0 if v.is_signed() else 0.0), 0
+        return _fraction_rz(Fraction(v))
+    if isinstance(v, Fraction):
+        return _fraction_rz(v)
+    if isinstance(v, (complex, np.complexfloating)):
+        raise TypeError(f"complex numbers are not supported (got {v!r})")
+    if hasattr(v, "dtype") and getattr(v, "shape", None) == ():  # 0-d arrays, ml_dtypes scalars
+        return _scalar(np.asarray(v).astype(np.float64).item())
+    if hasattr(v, "as_integer_ratio") and isinstance(v, Number):
+        try:
+            return _fraction_rz(Fraction(*v.as_integer_ratio()))
+        except (ValueError, OverflowError):
+            return float(v), 0  # nan / inf (e.g. gmpy2.mpfr)
+    raise TypeError(f"expected a number, got {type(v).__name__}: {v!r}")
+
+
+def _objects(arr: np.ndarray, wrap_bits=None):
+    vals = np.empty(arr.shape, np.float64)
+    sticky = np.zeros(arr.shape, np.uint8)
+    for idx, v in np.ndenumerate(arr):
+        vals[idx], sticky[idx] = _scalar(v, wrap_bits)
+    return vals, (sticky if sticky.any() else None)
+
+
+def _from_torch(t):
+    import ml_dtypes
+    t = t.detach().cpu()
+    name = str(t.dtype).replace("torch.", "")
+    special = {"bfloat16": (np.uint16, ml_dtypes.bfloat16),
+               "float8_e4m3fn": (np.uint8, ml_dtypes.float8_e4m3fn),
+               "float8_e5m2": (np.uint8, ml_dtypes.float8_e5m2),
+               "float8_e4m3fnuz": (np.uint8, ml_dtypes.float8_e4m3fnuz),
+               "float8_e5m2fnuz": (np.uint8, ml_dtypes.float8_e5m2fnuz)}
+    if name in special:
+        import torch
+        itype, mtype = special[name]
+        tint = torch.int16 if itype is np.uint16 else torch.uint8
+        return t.view(tint).numpy().view(itype).view(mtype)
+    return t.numpy()
+
+
+def _src_format(dtype: np.dtype) -> Format | None:
+    try:
+        return get_format(dtype)
+    except (ValueError, TypeError):
+        return None
+
+
+def to_exact(x, wrap_bits=None) -> Exact:
+    """Convert any supported input into an ``Exact`` record (see module docstring).
+
+    ``wrap_bits`` reduces exact integer inputs modulo 2**wrap_bits on the way
+    (used for ``overflow="wrap"``)."""
+    fp64 = get_format("fp64")
+    if type(x).__module__.startswith("torch") and hasattr(x, "detach"):
+        x = _from_torch(x)
+    if isinstance(x, (list, tuple)):
+        try:
+            arr = np.asarray(x)
+        except ValueError as err:  # ragged
+            raise TypeError(f"cannot make a rectangular array from this input: {err}") from None
+        if arr.dtype.kind == "f" and any(isinstance(v, (Fraction, Decimal, str)) for v in np.ravel(x)):
+            arr = np.asarray(x, dtype=object)
+        return _exact_array(arr, False, fp64, wrap_bits)
+    if isinstance(x, np.ndarray):
+        return _exact_array(x, False, fp64, wrap_bits)
+    if isinstance(x, np.generic):
+        return _exact_array(np.asarray(x), True, fp64, wrap_bits)
+    if isinstance(x, dict) or isinstance(x, (set, frozenset)):
+        raise TypeError(f"expected a number or an array, got {type(x).__name__}")
+    hi, st = _scalar(x, wrap_bits)
+    return Exact(np.asarray(hi, np.float64), np.asarray(st, np.uint8) if st else None, True, fp64, None)
+
+
+def _exact_array(arr: np.ndarray, scalar: bool, fp64: Format, wrap_bits=None) -> Exact:
+    kind = arr.dtype.kind
+    if kind == "c":
+        raise TypeError(f"complex numbers are not supported (got an array of {arr.dtype})")
+    if kind == "f" and arr.dtype.itemsize <= 8:
+        src = _src_format(arr.dtype)
+        return Exact(arr.astype(np.float64, copy=False), None, scalar, src, arr.dtype)
+    if kind == "V" or (kind not in "biufcOUSMm" and _src_format(arr.dtype) is not None):
+        src = _src_format(arr.dtype)  # ml_dtypes types
+        if src is None:
+            raise TypeError(f"unsupported array dtype {arr.dtype}")
+        return Exact(arr.astype(np.float64), None, scalar, src, arr.dtype)
+    if kind == "b":
+        return Exact(arr.astype(np.float64), None, scalar, fp64, None)
+    if kind in "iu":
+        if arr.size == 0 or int(np.max(np.abs(arr.astype(np.float64)))) <= _TWO53:
+            return Exact(arr.astype(np.float64), None, scalar, fp64, None)
+        vals, sticky = _objects(arr.astype(object), wrap_bits)
+        return Exact(vals, sticky, scalar, fp64, None)
+    if kind == "f":  # long double
+        vals, sticky = _objects(arr.astype(object))
+        return Exact(vals, sticky, scalar, fp64, None)
+    if kind in "OUS":
+        if kind == "S":
+            arr = arr.astype(str)
+        vals, sticky = _objects(arr, wrap_bits)
+        return Exact(vals, sticky, scalar, fp64, None)
+    raise TypeError(f"unsupported array dtype {arr.dtype}")
+
+
+def holds(src: Format, dst: Format) -> bool:
+    """True when every value (and Inf / NaN) of ``dst`` is exactly a value of ``src``."""
+    if src.kind != "float":
+        return False
+    if dst.kind == "int":
+        return src.mbits + 1 >= dst.bits and src.emax >= dst.bits and src.has_nan
+    return (src.mbits >= dst.mbits
+            and src.emin - src.mbits <= dst.emin - dst.mbits
+            and src.emax >= dst.emax
+            and (src.inf or not dst.inf) and src.has_nan and src.signed >= dst.signed)

@@ -1,0 +1,339 @@
+"""Number formats as data: the ``Format`` record, the registry and name parsing.
+
+Every behaviour of floatfmt is derived from the handful of fields below; adding
+a format means adding one line to ``_REGISTRY``.
+
+A float format with ``ebits`` exponent bits, ``mbits`` mantissa bits and bias
+``b`` stores a code ``s | e | m``.  When ``e > 0`` (or always, for formats
+without subnormals) the value is ``(-1)**s * (1 + m / 2**mbits) * 2**(e - b)``;
+when ``e == 0`` it is ``(-1)**s * (m / 2**mbits) * 2**(1 - b)``.  Which codes
+are Inf and NaN is given by ``inf`` and ``nan``:
+
+``nan="ieee"``
+    exponent all ones: mantissa zero is Inf (when ``inf``), anything else NaN.
+``nan="all_ones"``
+    only the code whose exponent and mantissa are all ones is NaN (OCP E4M3FN,
+    and E8M0 whose only NaN is 0xFF); the rest of the top binade is finite.
+``nan="negative_zero"``
+    the code of -0 (sign bit alone) is the only NaN (the "fnuz" formats).
+``nan="none"``
+    no NaN code at all (OCP FP6 / FP4, integers).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cached_property
+
+__all__ = ["Format", "get_format", "formats", "register"]
+
+_NAN_KINDS = ("ieee", "all_ones", "negative_zero", "none")
+
+
+@dataclass(frozen=True)
+class Format:
+    """A binary number format.
+
+    Floats: ``Format("e5m10", ebits=5, mbits=10, bias=15)`` is IEEE binary16.
+    Integers: ``Format("int8", kind="int", bits=8)``.
+
+    Fields
+    ------
+    name : canonical name.
+    ebits, mbits : exponent and mantissa (fraction) field widths.
+    bias : exponent bias (default ``2**(ebits-1) - 1``).
+    kind : ``"float"`` or ``"int"``.
+    inf : whether the format has +-Inf codes.
+    nan : which codes are NaN (see the module docstring).
+    signed : whether there is a sign bit (or, for integers, two's complement).
+    negative_zero : whether -0 exists (False for fnuz and unsigned formats).
+    zero : whether 0 exists (False for E8M0, whose code 0 is 2**-127).
+    bits : total width; derived for floats, required for integers.
+    """
+
+    name: str
+    ebits: int = 0
+    mbits: int = 0
+    bias: int | None = None
+    kind: str = "float"
+    inf: bool = True
+    nan: str = "ieee"
+    signed: bool = True
+    negative_zero: bool | None = None
+    zero: bool = True
+    bits: int | None = None
+    description: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        if self.kind not in ("float", "int"):
+            raise ValueError(f"Format.kind must be 'float' or 'int', not {self.kind!r}")
+        if self.nan not in _NAN_KINDS:
+            raise ValueError(f"Format.nan must be one of {_NAN_KINDS}, not {self.nan!r}")
+        put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        if self.kind == "int":
+            if not self.bits or not 1 <= self.bits <= 63:
+                raise ValueError("an integer Format needs bits between 1 and 63")
+            put("inf", False)
+            put("nan", "none")
+            put("negative_zero", False)
+            put("ebits", 0)
+            put("mbits", 0)
+            put("bias", 0)
+            return
+        if not 1 <= self.ebits <= 11:
+            raise ValueError(f"ebits must be in 1..11, not {self.ebits}")
+        if not 0 <= self.mbits <= 52:
+            raise ValueError(f"mbits must be in 0..52, not {self.mbits}")
+        if self.bias is None:
+            put("bias", (1 << (self.ebits - 1)) - 1)
+        if self.negative_zero is None:
+            put("negative_zero", self.signed and self.nan != "negative_zero" and self.zero)
+        width = int(self.signed) + self.ebits + self.mbits
+        if self.bits is None:
+            put("bits", width)
+        elif self.bits != width:
+            raise ValueError(f"bits={self.bits} but sign+exponent+mantissa is {width}")
+        if self.inf and self.nan != "ieee":
+            raise ValueError("only nan='ieee' formats can have Inf codes")
+        if self.nan == "negative_zero" and not self.signed:
+            raise ValueError("nan='negative_zero' needs a sign bit")
+        if self.emax < self.emin:
+            raise ValueError("this exponent width leaves no finite binade")
+
+    # ----- derived facts (exact) -------------------------------------------------
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def has_nan(self) -> bool:
+        return self.nan != "none"
+
+    @property
+    def subnormals(self) -> bool:
+        """Whether exponent field 0 holds subnormals (False when there is no zero)."""
+        return self.is_float and self.zero
+
+    @property
+    def precision_bits(self) -> int:
+        """Significand precision p, implicit bit included (mbits + 1)."""
+        return self.mbits + 1
+
+    @property
+    def emin(self) -> int:
+        """Exponent of the smallest normal binade."""
+        return (1 if self.subnormals else 0) - self.bias
+
+    @property
+    def emax(self) -> int:
+        """Exponent of the largest binade holding a finite value."""
+        top = (1 << self.ebits) - 1
+        if self.nan == "ieee" or (self.nan == "all_ones" and self.mbits == 0):
+            top -= 1
+        return top - self.bias
+
+    @cached_property
+    def max_code(self) -> int:
+        """Code (sign bit clear) of the largest finite value."""
+        if self.kind == "int":
+            return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
+        m_all = (1 << self.mbits) - 1
+        m = m_all - 1 if (self.nan == "all_ones" and self.mbits > 0) else m_all
+        return ((self.emax + self.bias) << self.mbits) | m
+
+    @cached_property
+    def max_exact(self) -> Fraction:
+        if self.kind == "int":
+            return Fraction(self.max_code)
+        m = self.max_code & ((1 << self.mbits) - 1)
+        return Fraction((1 << self.mbits) + m, 1 << self.mbits) * Fraction(2) ** self.emax
+
+    @property
+    def max(self) -> float:
+        """Largest finite value."""
+        return float(self.max_exact)
+
+    @property
+    def min(self) -> float:
+        """Most negative finite value (``-max`` for signed floats, 0 or -2**(n-1) else)."""
+        if self.kind == "int":
+            return float(-(1 << (self.bits - 1))) if self.signed else 0.0
+        return -self.max if self.signed else self.smallest_normal
+
+    @property
+    def smallest_normal(self) -> float:
+        return 2.0 ** self.emin if self.is_float else 1.0
+
+    @property
+    def smallest_subnormal(self) -> float:
+        """Smallest positive value (equals smallest_normal when there are no subnormals)."""
+        if not self.is_float:
+            return 1.0
+        return 2.0 ** (self.emin - self.mbits) if self.subnormals else 2.0 ** self.emin
+
+    @property
+    def default_overflow(self) -> str:
+        """The non-saturating behaviour of the format itself."""
+        if self.inf:
+            return "inf"
+        if self.is_float and self.has_nan:
+            return "nan"
+        return "saturate"
+
+    def __repr__(self) -> str:
+        if self.kind == "int":
+            return f"Format({self.name!r}, int{'' if self.signed else ' unsigned'}, bits={self.bits})"
+        extras = []
+        if not self.inf:
+            extras.append("no inf")
+        extras.append(f"nan={self.nan}")
+        if not self.signed:
+            extras.append("unsigned")
+        return (f"Format({self.name!r}, e{self.ebits}m{self.mbits}, bias={self.bias}, "
+                f"{', '.join(extras)})")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _f(name, ebits, mbits, bias=None, desc="", **kw):
+    return Format(name, ebits, mbits, bias, description=desc, **kw)
+
+
+# The registry: every format on one screen.  Aliases map to canonical names.
+_REGISTRY: dict[str, Format] = {f.name: f for f in [
+    _f("fp64", 11, 52, 1023, "IEEE binary64"),
+    _f("fp32", 8, 23, 127, "IEEE binary32"),
+    _f("tf32", 8, 10, 127, "NVIDIA TensorFloat-32 (19 bits used of an fp32 word)"),
+    _f("fp16", 5, 10, 15, "IEEE binary16"),
+    _f("bf16", 8, 7, 127, "bfloat16 (Google Brain)"),
+    _f("fp8_e4m3", 4, 3, 7, "OCP E4M3FN: no Inf, NaN only S.1111.111, max 448",
+       inf=False, nan="all_ones"),
+    _f("fp8_e5m2", 5, 2, 15, "OCP E5M2, IEEE-like"),
+    _f("fp8_e4m3fnuz", 4, 3, 8, "E4M3 FNUZ (AMD MI300, Graphcore): no Inf, no -0, NaN is 0x80",
+       inf=False, nan="negative_zero"),
+    _f("fp8_e5m2fnuz", 5, 2, 16, "E5M2 FNUZ: no Inf, no -0, NaN is 0x80",
+       inf=False, nan="negative_zero"),
+    _f("fp8_e4m3_ieee", 4, 3, 7, "IEEE-like E4M3 with Inf (ml_dtypes float8_e4m3), max 240"),
+    _f("fp8_e3m4", 3, 4, 3, "IEEE-like E3M4"),
+    _f("fp6_e2m3", 2, 3, 1, "OCP MX FP6 E2M3: no Inf, no NaN", inf=False, nan="none"),
+    _f("fp6_e3m2", 3, 2, 3, "OCP MX FP6 E3M2: no Inf, no NaN", inf=False, nan="none"),
+    _f("fp4_e2m1", 2, 1, 1, "OCP MX FP4 E2M1 (NVFP4 element): no Inf, no NaN",
+       inf=False, nan="none"),
+    _f("e8m0", 8, 0, 127, "OCP MX scale: unsigned powers of two 2**-127..2**127, NaN 0xFF, no zero",
+       inf=False, nan="all_ones", signed=False, zero=False),
+    Format("int8", kind="int", bits=8, description="two's complement -128..127"),
+    Format("uint8", kind="int", bits=8, signed=False, description="0..255"),
+    Format("int4", kind="int", bits=4, description="two's complement -8..7"),
+    Format("uint4", kind="int", bits=4, signed=False, description="0..15"),
+]}
+
+_ALIASES: dict[str, str] = {
+    "binary64": "fp64", "float64": "fp64", "double": "fp64", "f64": "fp64",
+    "binary32": "fp32", "float32": "fp32", "single": "fp32", "float": "fp32", "f32": "fp32",
+    "tensorfloat32": "tf32", "tensorfloat-32": "tf32",
+    "binary16": "fp16", "float16": "fp16", "half": "fp16", "f16": "fp16",
+    "bfloat16": "bf16",
+    "e4m3": "fp8_e4m3", "e4m3fn": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3", "ocp_e4m3": "fp8_e4m3",
+    "fp8_e4m3fn": "fp8_e4m3",
+    "e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2", "ocp_e5m2": "fp8_e5m2",
+    "e4m3fnuz": "fp8_e4m3fnuz", "float8_e4m3fnuz": "fp8_e4m3fnuz",
+    "e5m2fnuz": "fp8_e5m2fnuz", "float8_e5m2fnuz": "fp8_e5m2fnuz",
+    "float8_e4m3": "fp8_e4m3_ieee",
+    "e3m4": "fp8_e3m4", "float8_e3m4": "fp8_e3m4",
+    "e2m3": "fp6_e2m3", "float6_e2m3fn": "fp6_e2m3", "fp6": "fp6_e2m3",
+    "e3m2": "fp6_e3m2", "float6_e3m2fn": "fp6_e3m2",
+    "e2m1": "fp4_e2m1", "float4_e2m1fn": "fp4_e2m1", "fp4": "fp4_e2m1", "nvfp4_element": "fp4_e2m1",
+    "float8_e8m0fnu": "e8m0", "e8m0fnu": "e8m0", "ue8m0": "e8m0",
+    "int8_t": "int8", "uint8_t": "uint8",
+}
+
+_PATTERN = re.compile(r"^(?:fp\d+_)?e(\d+)m(\d+)(fnuz|fn)?(?:b(\d+))?$")
+
+
+def formats() -> list[str]:
+    """Canonical names of every registered format, in registry order."""
+    return list(_REGISTRY)
+
+
+def register(fmt: Format, *aliases: str) -> Format:
+    """Add a format (and optional aliases) to the registry so names resolve to it."""
+    if not isinstance(fmt, Format):
+        raise TypeError(f"register() needs a Format, not {type(fmt).__name__}")
+    _REGISTRY[fmt.name] = fmt
+    for a in aliases:
+        _ALIASES[a.lower()] = fmt.name
+    return fmt
+
+
+def _parse_pattern(key: str) -> Format | None:
+    m = _PATTERN.match(key)
+    if not m:
+        return None
+    e, mb, variant, bias = int(m[1]), int(m[2]), m[3], m[4]
+    bias = int(bias) if bias is not None else None
+    if not 2 <= e <= 11 or not 0 <= mb <= 52:
+        raise ValueError(f"format {key!r}: exponent width must be 2..11 and mantissa 0..52")
+    if variant == "fnuz":
+        fmt = Format(key, e, mb, bias if bias is not None else 1 << (e - 1), inf=False,
+                     nan="negative_zero")
+    elif variant == "fn":
+        if mb == 0:
+            raise ValueError(f"format {key!r}: an fn variant needs at least one mantissa bit")
+        fmt = Format(key, e, mb, bias, inf=False, nan="all_ones")
+    else:
+        fmt = Format(key, e, mb, bias)
+    # A pattern equal to a registered format returns the registered one.
+    for known in _REGISTRY.values():
+        if known == Format(known.name, fmt.ebits, fmt.mbits, fmt.bias, inf=fmt.inf, nan=fmt.nan):
+            return known
+    return fmt
+
+
+def _dtype_name(obj) -> str | None:
+    """Name of a numpy / ml_dtypes / torch dtype (or scalar type), else None."""
+    mod = type(obj).__module__ or ""
+    if mod.startswith("torch"):
+        s = str(obj)
+        return s[len("torch."):] if s.startswith("torch.") else None
+    try:
+        import numpy as np
+        if isinstance(obj, np.dtype) or (isinstance(obj, type) and issubclass(obj, np.generic)):
+            return np.dtype(obj).name
+    except TypeError:
+        return None
+    return None
+
+
+def get_format(fmt) -> Format:
+    """Resolve a format given as a ``Format``, a name, an alias or a dtype.
+
+    Names are case-insensitive; ``"e5m10"``-style strings build IEEE-like formats
+    (``"e4m3fn"``/``"e4m3fnuz"`` the fn / fnuz variants, ``"e5m2b11"`` a bias).
+
+    >>> get_format("half").name
+    'fp16'
+    >>> get_format("e4m3").max
+    448.0
+    """
+    if isinstance(fmt, Format):
+        return fmt
+    name = fmt if isinstance(fmt, str) else _dtype_name(fmt)
+    if name is None:
+        raise TypeError(f"a format must be a name, a Format or a dtype, not {type(fmt).__name__}")
+    key = name.strip().lower().replace("-", "_") if name.strip().lower() not in _ALIASES else name.strip().lower()
+    if key in _REGISTRY:
+        return _REGISTRY[key]
+    if key in _ALIASES:
+        return _REGISTRY[_ALIASES[key]]
+    parsed = _parse_pattern(key)
+    if parsed is not None:
+        return parsed
+    known = sorted(set(_REGISTRY) | set(_ALIASES))
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise ValueError(f"unknown format {name!r}.{hint} Valid formats: {', '.join(_REGISTRY)} "
+                     "(or 'eXmY', 'eXmYfn', 'eXmYfnuz').")

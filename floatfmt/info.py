@@ -1,0 +1,113 @@
+"""``info``: the facts of a format under ``numpy.finfo`` names."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from .formats import Format, get_format
+
+__all__ = ["FormatInfo", "info"]
+
+
+@dataclass(frozen=True)
+class FormatInfo:
+    """Facts about a format.  Float fields follow ``numpy.finfo``:
+
+    ``eps`` = 2**-nmant (gap from 1 to the next value), ``max``,
+    ``smallest_normal`` (alias ``tiny``), ``smallest_subnormal``, ``nmant``,
+    ``nexp``, ``minexp`` (exponent of smallest_normal), ``maxexp`` (first
+    exponent that overflows), ``precision`` = int(-log10(eps)) decimal digits,
+    ``resolution`` = 10**-precision.  Extras: ``bits``, ``bias``, ``has_inf``,
+    ``nan_codes`` (hex strings), ``has_negative_zero``, ``unit_roundoff``
+    (2**-(nmant+1)), ``dynamic_range_decades`` (log10(max / smallest
+    positive)), ``num_finite`` (codes with a finite value).
+    """
+
+    name: str
+    kind: str
+    bits: int
+    nexp: int
+    nmant: int
+    bias: int
+    eps: float
+    max: float
+    min: float
+    smallest_normal: float
+    smallest_subnormal: float
+    minexp: int | None
+    maxexp: int | None
+    precision: int
+    resolution: float
+    unit_roundoff: float
+    has_inf: bool
+    nan_codes: tuple
+    has_negative_zero: bool
+    signed: bool
+    dynamic_range_decades: float
+    num_finite: int
+    description: str
+
+    @property
+    def tiny(self) -> float:
+        return self.smallest_normal
+
+    def __repr__(self) -> str:
+        rows = [f"{f.name} = {getattr(self, f.name)!r}" for f in fields(self) if f.name != "name"]
+        return f"FormatInfo({self.name}:\n  " + "\n  ".join(rows) + ")"
+
+    def _repr_markdown_(self) -> str:
+        return "| field | value |\n|---|---|\n" + "\n".join(
+            f"| {f.name} | {getattr(self, f.name)} |" for f in fields(self))
+
+
+def _nan_codes(f: Format) -> tuple:
+    width = (f.bits + 3) // 4
+    h = lambda c: f"0x{c:0{width}x}"  # noqa: E731
+    sign = 1 << (f.bits - 1)
+    if f.nan == "none":
+        return ()
+    if f.nan == "negative_zero":
+        return (h(sign),)
+    if f.nan == "all_ones":
+        top = (1 << (f.ebits + f.mbits)) - 1
+        return (h(top), h(top | sign)) if f.signed else (h(top),)
+    lo = (((1 << f.ebits) - 1) << f.mbits) + 1
+    hi = ((1 << f.ebits) << f.mbits) - 1
+    span = f"{h(lo)}..{h(hi)}"
+    return (span, f"{h(lo | sign)}..{h(hi | sign)}") if f.signed else (span,)
+
+
+def _num_finite(f: Format) -> int:
+    if f.kind == "int":
+        return 1 << f.bits
+    mags = f.max_code + 1  # magnitude codes 0..max_code are finite
+    total = mags * 2 if f.signed else mags
+    if f.nan == "negative_zero":
+        total -= 1  # the -0 code is NaN
+    return total
+
+
+def info(fmt) -> FormatInfo:
+    """Facts of a format (``numpy.finfo``-style names).
+
+    >>> i = info("fp16"); i.max, i.eps, i.smallest_subnormal, i.precision
+    (65504.0, 0.0009765625, 5.960464477539063e-08, 3)
+    >>> info("fp8_e4m3").max, info("bf16").eps
+    (448.0, 0.0078125)
+    """
+    f = get_format(fmt)
+    if f.kind == "int":
+        return FormatInfo(f.name, "int", f.bits, 0, 0, 0, 1.0, f.max, f.min, 1.0, 1.0, None, None,
+                          0, 1.0, 0.5, False, (), False, f.signed,
+                          math.log10(max(abs(f.max), abs(f.min))), _num_finite(f), f.description)
+    eps = 2.0 ** -f.mbits
+    precision = int(-math.log10(eps))
+    return FormatInfo(
+        name=f.name, kind="float", bits=f.bits, nexp=f.ebits, nmant=f.mbits, bias=f.bias,
+        eps=eps, max=f.max, min=f.min, smallest_normal=f.smallest_normal,
+        smallest_subnormal=f.smallest_subnormal, minexp=f.emin, maxexp=f.emax + 1,
+        precision=precision, resolution=10.0 ** -precision, unit_roundoff=2.0 ** -(f.mbits + 1),
+        has_inf=f.inf, nan_codes=_nan_codes(f), has_negative_zero=f.negative_zero,
+        signed=f.signed, dynamic_range_decades=math.log10(f.max / f.smallest_subnormal),
+        num_finite=_num_finite(f), description=f.description)
