@@ -31,7 +31,11 @@ def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=
     if policy == "wrap":
         # Reduce magnitudes modulo 2**bits first (exact: same sign, same fraction),
         # so that huge inputs wrap like their low bits.
-        values = np.copysign(np.fmod(np.abs(values), float(1 << fmt.bits)), values)
+        # Inf and NaN are left alone (Inf saturates, NaN stays NaN).
+        with np.errstate(invalid="ignore"):
+            values = np.where(np.isfinite(values),
+                              np.copysign(np.fmod(np.abs(values), float(1 << fmt.bits)), values),
+                              values)
     return round_values(values, fmt, mode, policy, ftz=bool(ftz), daz_below=daz_below,
                         rng=rng, sr_bits=sr_bits, sticky=ex.sticky)
 

@@ -150,7 +150,9 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits):
         y = x.copy()
     fine = False
     if sticky is not None and fmt.kind == "float" and fmt.mbits == 52:
-        fine = np.spacing(np.abs(x)) == (q if k is None else np.ldexp(1.0, k))
+        # x's own float64 ulp (np.spacing would give inf at the largest double)
+        own = np.maximum((x.view(np.int64) >> 52) & 0x7FF, 1) - 1075
+        fine = np.ldexp(1.0, own) == (q if k is None else np.ldexp(1.0, k))
     if sticky is None and mode in ("nearest_even", "toward_zero", "up", "down"):
         fn = {"nearest_even": np.rint, "toward_zero": np.trunc, "up": np.ceil, "down": np.floor}[mode]
         n = fn(y, out=y)
