@@ -1,0 +1,889 @@
+"""Bit-level explanations (``explain``) and format comparison tables (``compare``).
+
+``explain(x, fmt)`` rounds ``x`` to ``fmt`` exactly as ``cast`` does and
+records every step so that it can be shown: the input's exact value, the two
+representable neighbours and where ``x`` falls between them, the rounding
+decision and its reason (tie? guard and sticky bits?), the stored value's exact
+decimal expansion, the code in hex and binary, the fields, the class and the
+errors.  The returned object prints as text (ANSI colours on a terminal: sign
+red, exponent blue, mantissa green; plain when not a TTY or when ``NO_COLOR``
+is set) and renders as HTML in Jupyter (one box per bit, coloured by field).
+
+    >>> e = explain(0.1, "bf16")
+    >>> e.value, hex(e.code), e.exponent, e.significand
+    (0.10009765625, '0x3dcd', -4, Fraction(205, 128))
+    >>> e.lower, e.upper, e.direction
+    (0.099609375, 0.10009765625, 'away from zero')
+
+``compare(formats)`` returns a table object (text, Markdown and HTML reprs) of
+the facts that set range and precision.
+
+    >>> print(compare(["fp16", "bf16"]).markdown().splitlines()[2])
+    | fp16 | 16 | s1 e5 m10 | 15 | 65504 | 2^-14 ≈ 6.104e-05 | 2^-24 ≈ 5.96e-08 | 2^-10 ≈ 0.0009766 | 3.31 | 12.0 | Inf, NaN |
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import sys
+import types
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+
+from .cast import cast
+from .codec import values_to_codes
+from .exact import _parse_string, to_exact
+from .formats import Format, get_format
+from .info import info
+from .rounding import resolve_mode, resolve_overflow
+
+__all__ = ["explain", "compare", "Explanation", "ExplanationTable", "ComparisonTable",
+           "explorer", "exact_decimal"]
+
+# Colours per field: (ANSI SGR code, HTML background).
+_COLOURS = {"sign": ("31", "#f6b8c0"), "exponent": ("34", "#b7d3f2"),
+            "mantissa": ("32", "#bfe5b4"), "value": ("33", "#f8df9b")}
+
+
+def _use_colour() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _paint(text: str, field: str, colour: bool) -> str:
+    return f"\033[{_COLOURS[field][0]}m{text}\033[0m" if colour else text
+
+
+# ----------------------------------------------------------------------------- numbers as text
+def exact_decimal(v, max_digits: int | None = None) -> str:
+    """Every decimal digit of a finite binary (dyadic) number, or of any rational
+    whose expansion terminates; otherwise the first ``max_digits`` (default 60)
+    followed by ``…``.
+
+    >>> exact_decimal(0.1)
+    '0.1000000000000000055511151231257827021181583404541015625'
+    >>> exact_decimal(Fraction(1, 3), 8)
+    '0.33333333…'
+    """
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    fr = Fraction(v)
+    neg = fr < 0 or (isinstance(v, float) and v == 0 and math.copysign(1.0, v) < 0)
+    fr = abs(fr)
+    den = fr.denominator
+    while den % 2 == 0:
+        den //= 2
+    while den % 5 == 0:
+        den //= 5
+    terminating = den == 1
+    limit = None if terminating else (60 if max_digits is None else max_digits)
+    whole, rest = divmod(fr.numerator, fr.denominator)
+    digits = []
+    while rest and (limit is None or len(digits) < limit):
+        rest *= 10
+        d, rest = divmod(rest, fr.denominator)
+        digits.append(str(d))
+    out = ("-" if neg else "") + str(whole) + ("." + "".join(digits) if digits else "")
+    return out + ("…" if rest else "")
+
+
+def _num(v) -> str:
+    """Short text for a value: Python's shortest repr, ``-0.0`` kept, ints plain."""
+    if v is None:
+        return "none"
+    if isinstance(v, Fraction):
+        v = float(v)
+    if isinstance(v, float) and math.isfinite(v) and v == int(v) and abs(v) < 1e16:
+        return f"{int(v)}" if v != 0 or math.copysign(1, v) > 0 else "-0"
+    return repr(float(v))
+
+
+def _pow2(v) -> str | None:
+    """``2^k`` when |v| is a power of two, else None."""
+    if not v or not math.isfinite(v):
+        return None
+    m, e = math.frexp(abs(v))
+    return f"2^{e - 1}" if m == 0.5 else None
+
+
+def _sci(v, digits=4) -> str:
+    if v is None:
+        return "n/a"
+    if v == 0:
+        return "0"
+    return f"{float(v):.{digits}g}" if 1e-3 <= abs(v) < 1e6 else f"{float(v):.{digits - 1}e}"
+
+
+def _signed_sci(v, digits=4) -> str:
+    if v is None:
+        return "n/a"
+    return ("+" if v > 0 else "-" if v < 0 else "") + _sci(abs(v), digits)
+
+
+# ----------------------------------------------------------------------------- exact input
+def _as_exact(x):
+    """(Fraction, None) for a finite input, or (None, float) for +-Inf / NaN.
+
+    Decimal strings and ``Decimal`` keep their decimal value; floats their binary value."""
+    if isinstance(x, Fraction):
+        return x, None
+    if isinstance(x, (bool, np.bool_)):
+        return Fraction(int(x)), None
+    if isinstance(x, (int, np.integer)):
+        return Fraction(int(x)), None
+    if isinstance(x, (str, np.str_)):
+        x = _parse_string(str(x))
+    if isinstance(x, Decimal):
+        return (Fraction(x), None) if x.is_finite() else (None, float(x))
+    if isinstance(x, float):
+        return (Fraction(x), None) if math.isfinite(x) else (None, x)
+    ex = to_exact(x)
+    if not ex.scalar:
+        raise TypeError("expected a scalar")
+    v = float(ex.values)
+    if not math.isfinite(v):
+        return None, v
+    if ex.sticky is not None and int(ex.sticky) != 0:  # wider than float64 (long double)
+        return Fraction(*x.as_integer_ratio()), None
+    return Fraction(v), None
+
+
+def _input_text(x, short=False) -> str:
+    if short and isinstance(x, np.floating) and x.dtype.itemsize <= 8:
+        return repr(float(x))
+    if short and isinstance(x, np.integer):
+        return str(int(x))
+    if isinstance(x, (str, np.str_)):
+        return str(x)
+    if isinstance(x, Fraction):
+        return str(x)
+    if isinstance(x, np.generic):
+        return f"{x!r}"
+    return repr(x)
+
+
+def _binary_fraction(t: Fraction, nbits: int = 24) -> str:
+    """Binary digits of t in [0, 1) after the point, ``…`` when more follow."""
+    out = []
+    while t and len(out) < nbits:
+        t *= 2
+        out.append("1" if t >= 1 else "0")
+        t -= int(t >= 1)
+    return "".join(out) + ("…" if t else "") if out else "0"
+
+
+# ----------------------------------------------------------------------------- explanation
+class Explanation:
+    """How one value is stored in a format; see ``explain``.
+
+    Attributes (read-only by convention): ``input``, ``exact`` (Fraction of the
+    input, None for Inf/NaN), ``format``, ``rounding``, ``overflow``, ``value``
+    (stored, Python float), ``code`` (int, None when the format has no code for
+    the result), ``bits`` (binary string), ``lower`` / ``upper`` (neighbours,
+    floats; None past the finite range), ``position`` (Fraction in [0, 1]: where
+    the input lies from lower to upper), ``tie``, ``guard``, ``sticky``,
+    ``direction`` ("exact", "toward zero", "away from zero", "overflow", ...),
+    ``reason`` (one sentence), ``cls``, ``sign``, ``exponent`` (unbiased),
+    ``significand`` (Fraction), ``gap`` (spacing around the input),
+    ``abs_error``, ``rel_error``, ``ulp_error`` (floats, None when undefined).
+    """
+
+    def __init__(self, x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
+                 rng=None, sr_bits=None, stored=None):
+        f = get_format(fmt)
+        self.input = x
+        self.format = f
+        self.rounding = resolve_mode(rounding)
+        self.overflow = resolve_overflow(overflow, f)
+        self.overflow_given = overflow
+        self.ftz, self.daz = bool(ftz), bool(daz)
+        self.exact, special = _as_exact(x)
+        if stored is None:
+            stored = cast(x, f, rounding, overflow, ftz, daz, rng, sr_bits=sr_bits)
+        self.value = float(stored)
+        self.notes: list[str] = []
+        self._classify()
+        self._neighbours(special)
+        self._errors()
+
+    # -- the pieces ------------------------------------------------------------------
+    def _classify(self):
+        f, v = self.format, self.value
+        try:
+            self.code = int(values_to_codes(np.asarray(v), f))
+        except ValueError:
+            self.code = None
+        self.bits = None if self.code is None else format(self.code, f"0{f.bits}b")
+        self.sign = 1 if (f.signed and math.copysign(1.0, v) < 0) else 0
+        if math.isnan(v):
+            self.cls = "nan"
+        elif math.isinf(v):
+            self.cls = "inf"
+        elif v == 0:
+            self.cls = "zero"
+        elif f.kind == "float" and abs(v) < f.smallest_normal:
+            self.cls = "subnormal"
+        else:
+            self.cls = "normal"
+        self.exponent = self.significand = None
+        if f.kind == "float" and self.cls in ("normal", "subnormal", "zero") and self.code is not None:
+            efield = (self.code >> f.mbits) & ((1 << f.ebits) - 1)
+            mfield = self.code & ((1 << f.mbits) - 1)
+            sub = efield == 0 and f.subnormals
+            self.exponent = f.emin if sub else efield - f.bias
+            self.significand = Fraction(mfield if sub else mfield + (1 << f.mbits), 1 << f.mbits)
+        elif f.kind == "int" and self.cls in ("normal", "zero"):
+            self.exponent, self.significand = 0, Fraction(abs(int(v)))
+
+    def _virtual_next(self):
+        """The first value past max in the top binade (not representable)."""
+        f = self.format
+        return f.max + 1.0 if f.kind == "int" else f.max + 2.0 ** (f.emax - f.mbits)
+
+    def _neighbours(self, special):
+        f, X = self.format, self.exact
+        self.lower = self.upper = self.position = self.gap = None
+        self.tie = self.guard = self.sticky = self.dropped = None
+        if X is None:
+            self._special_input(special)
+            return
+        lo = cast(X, f, "down", "saturate")
+        hi = cast(X, f, "up", "saturate")
+        if math.isnan(lo) or math.isnan(hi):
+            self.direction = "invalid"
+            self.reason = (f"{f.name} has no value for {_num(X)}"
+                           + (" (it is unsigned)." if not f.signed and X < 0 else ".")
+                           + f" Result: {_num(self.value)}.")
+            return
+        top = Fraction(f.max)
+        past = X > top or (f.signed and X < -top)
+        if X > top:
+            lo, hi = f.max, self._virtual_next()
+        elif past:
+            lo, hi = -self._virtual_next(), -f.max
+        self.lower, self.upper = lo, hi
+        if lo == hi:
+            self.position = Fraction(0)
+            self.gap = self._ulp_at(X)
+            self.direction = "exact"
+            self.reason = f"{_num(X)} is a value of {f.name}: nothing to round."
+            self._underflow_note(X)
+            return
+        flo, fhi = Fraction(lo), Fraction(hi)
+        self.gap = fhi - flo
+        # Past max by a whole step or more: even unbounded rounding lands outside.
+        beyond = X >= fhi if (past and X > 0) else X <= flo if past else False
+        # Magnitude view: the neighbour toward zero ("near") and the one away from it ("far").
+        near, far = (flo, fhi) if X > 0 else (fhi, flo)
+        if not beyond:
+            self.position = (X - flo) / self.gap
+            frac = (abs(X) - abs(near)) / self.gap
+            self.dropped = frac
+            self.guard = int(frac >= Fraction(1, 2))
+            self.sticky = int(frac % Fraction(1, 2) != 0)
+            self.tie = frac == Fraction(1, 2)
+        self._decide(X, near, far, past, beyond)
+        self._underflow_note(X)
+
+    def _ulp_at(self, X) -> Fraction:
+        f = self.format
+        if f.kind == "int":
+            return Fraction(1)
+        a = abs(X)
+        e = f.emin if a == 0 else max(_floor_log2(a), f.emin)
+        return Fraction(2) ** (e - f.mbits)
+
+    def _parity(self, v: Fraction) -> int:
+        """Last bit of v's significand counted in steps of the gap (what ties-to-even
+        looks at: the mantissa's last bit, or for integers the value's)."""
+        return int(abs(v) / self.gap) & 1
+
+    def _rule(self, X, near, far) -> str:
+        """Sentence on how the mode chooses, from the guard and sticky bits."""
+        mode, frac = self.rounding, self.dropped
+        if mode in ("nearest_even", "nearest_away"):
+            if self.tie:
+                if mode == "nearest_away":
+                    return "Exactly halfway (guard 1, sticky 0): a tie, which goes away from zero. "
+                even = far if self._parity(far) == 0 else near
+                return ("Exactly halfway (guard 1, sticky 0): a tie, which goes to the even "
+                        f"neighbour (last significand bit 0), {_num(even)}. ")
+            if self.guard:
+                return "Past the midpoint (guard 1, sticky 1): the nearer neighbour is away from zero. "
+            return "Below the midpoint (guard 0): the nearer neighbour is toward zero. "
+        if mode == "toward_zero":
+            return "Toward zero: the dropped bits are simply discarded. "
+        if mode in ("up", "down"):
+            return (f"Rounding {mode} (toward {'+' if mode == 'up' else '-'}Inf) takes the neighbour "
+                    "on that side whenever anything is dropped. ")
+        if mode == "odd":
+            return ("Round to odd: something was dropped, so take the neighbour whose last bit is 1 "
+                    f"({_num(far if self._parity(far) else near)}). ")
+        return (f"Stochastic: away from zero with probability {float(frac):.4g} (the dropped "
+                "fraction of a step). ")
+
+    def _rounds_out(self, X) -> bool:
+        """Whether rounding with an unlimited exponent range lands past max."""
+        mode, frac = self.rounding, self.dropped
+        if frac is None:
+            return True
+        if mode == "nearest_even":
+            return frac > Fraction(1, 2) or (self.tie and self._parity(Fraction(self._virtual_next())) == 0)
+        if mode == "nearest_away":
+            return frac >= Fraction(1, 2)
+        if mode in ("up", "down"):
+            return (X > 0) == (mode == "up")
+        if mode == "odd":
+            return bool(self._parity(Fraction(self._virtual_next())))
+        if mode == "stochastic":
+            return not math.isfinite(self.value) or abs(self.value) == self.format.max \
+                and self.overflow == "saturate"
+        return False
+
+    def _decide(self, X, near, far, past, beyond):
+        f, v = self.format, self.value
+        frac = self.dropped
+        gs = "" if frac is None else (f"The dropped part is 0.{_binary_fraction(frac)} (binary) of a "
+                                      f"step: guard bit {self.guard}, sticky bit {self.sticky}. ")
+        rule = "" if frac is None else self._rule(X, near, far)
+        if past:
+            if beyond:
+                head = (f"|x| is past the largest finite value {_num(f.max)} by a step or more "
+                        f"(the next binade would start at {_num(self._virtual_next())}). ")
+            else:
+                head = gs + rule + (f"The neighbour {_num(far)} lies past the largest finite value "
+                                    f"{_num(f.max)}. ")
+            if self._rounds_out(X) or beyond:
+                self.direction = "overflow"
+                tail = f"Overflow: policy '{self.overflow}' gives {_num(v)}."
+                if math.isfinite(v) and self.overflow != "saturate":
+                    tail += (f" (Rounding {self.rounding} never rounds outward past max, so the "
+                             "result is the largest finite value.)")
+                self.reason = head + tail
+                return
+            self.reason = head + f"Result: {_num(v)}."
+            self.direction = "toward zero"
+            return
+        went_far = math.isfinite(v) and Fraction(v) == far
+        self.direction = "away from zero" if went_far else "toward zero"
+        self.reason = gs + rule + f"Result: {_num(v)}."
+        if self.rounding == "stochastic":
+            self.reason = gs + rule + f"This draw went {self.direction}: {_num(v)}."
+
+    def _special_input(self, special):
+        f, v = self.format, self.value
+        if math.isnan(special):
+            self.direction = "nan"
+            self.reason = ("NaN stays NaN." if f.has_nan else
+                           f"{f.name} has no NaN code: cast returns NaN, encode refuses it.")
+        else:
+            self.direction = "overflow" if not math.isinf(v) else "exact"
+            if f.inf:
+                self.reason = f"{'+' if special > 0 else '-'}Inf is a value of {f.name}."
+                if not math.isinf(v):
+                    self.reason = f"Overflow policy '{self.overflow}' maps Inf to {_num(v)}."
+            else:
+                self.reason = (f"{f.name} has no Inf; overflow policy '{self.overflow}' "
+                               f"gives {_num(v)}.")
+
+    def _underflow_note(self, X):
+        f, v = self.format, self.value
+        if f.kind != "float" or X == 0:
+            return
+        if abs(X) < Fraction(f.smallest_normal) and f.subnormals:
+            if v == 0:
+                self.notes.append(f"Underflow: |x| is below the smallest normal {_num(f.smallest_normal)} "
+                                  f"and rounds to zero" + (" (flushed by ftz)." if self.ftz else "."))
+            elif abs(v) < f.smallest_normal:
+                self.notes.append(f"Subnormal range: below {_num(f.smallest_normal)} the spacing stays "
+                                  f"{_num(f.smallest_subnormal)}, so precision is lost.")
+        if self.daz and abs(X) != 0 and v == 0 and not self.notes:
+            self.notes.append("The input was treated as zero (daz).")
+
+    def _errors(self):
+        X, v = self.exact, self.value
+        self.abs_error = self.rel_error = self.ulp_error = None
+        if X is None or not math.isfinite(v):
+            return
+        err = Fraction(v) - X
+        self.abs_error = float(err)
+        self.rel_error = float(abs(err) / abs(X)) if X != 0 else None
+        gap = self.gap if self.gap else self._ulp_at(X)
+        self.ulp_error = float(err / gap)
+
+    # -- field view ------------------------------------------------------------------
+    def fields(self):
+        """[(field, bit string, description)] in storage order; [] when there is no code."""
+        f, b = self.format, self.bits
+        if b is None:
+            return []
+        if f.kind == "int":
+            return [("sign", b[0], f"weight -{1 << (f.bits - 1)}" if f.signed else f"weight {1 << (f.bits - 1)}"),
+                    ("value", b[1:], f"= {int(b[1:], 2)}")] if f.signed else [("value", b, f"= {int(b, 2)}")]
+        out = []
+        i = 0
+        if f.signed:
+            out.append(("sign", b[0], "+" if b[0] == "0" else "-"))
+            i = 1
+        ebits, mbits = b[i:i + f.ebits], b[i + f.ebits:]
+        E = int(ebits, 2)
+        if self.cls in ("inf", "nan"):
+            edesc = f"E = {E}: all ones"
+            mdesc = "0: Inf" if self.cls == "inf" else "NaN"
+        elif self.exponent is not None:
+            if E == 0 and f.subnormals:
+                edesc = (f"E = 0: {'zero' if self.cls == 'zero' else 'subnormal'}, scale "
+                         f"2^(1-{f.bias}) = 2^{self.exponent}")
+                lead = "0"
+            else:
+                edesc = f"E = {E}: 2^({E}-{f.bias}) = 2^{self.exponent}"
+                lead = "1"
+            mdesc = f"{lead}.{mbits or '0'} (binary) = {exact_decimal(self.significand)}"
+        else:
+            edesc, mdesc = f"E = {E}", ""
+        out.append(("exponent", ebits, edesc))
+        if f.mbits:
+            out.append(("mantissa", mbits, mdesc))
+        elif self.exponent is not None:
+            out[-1] = ("exponent", ebits, edesc + " (no mantissa: significand 1)")
+        return out
+
+    def _formula(self) -> str:
+        f, v = self.format, self.value
+        if self.exponent is None or self.bits is None:
+            return ""
+        if f.kind == "int":
+            b = self.bits
+            terms = []
+            for i, bit in enumerate(b):
+                w = 1 << (f.bits - 1 - i)
+                if bit == "1":
+                    terms.append(f"-{w}" if (i == 0 and f.signed) else f"{w}")
+            if len(terms) < 2:
+                return f"{int(v)}"
+            return f"{' + '.join(terms).replace('+ -', '- ')} = {int(v)}"
+        sgn = "-" if self.sign else "+"
+        return f"{sgn}{exact_decimal(self.significand)} × 2^{self.exponent} = {exact_decimal(v)}"
+
+    def _twos_complement(self) -> str | None:
+        f, v = self.format, self.value
+        if f.kind != "int" or not f.signed or not math.isfinite(v) or v >= 0:
+            return None
+        mag = format(int(-v), f"0{f.bits}b")
+        inv = "".join("1" if c == "0" else "0" for c in mag)
+        return f"|{int(v)}| = {mag}, invert -> {inv}, add 1 -> {self.bits}"
+
+    def _code_text(self, colour=False) -> str:
+        f = self.format
+        if self.code is None:
+            return f"none ({f.name} has no code for {_num(self.value)})"
+        width = (f.bits + 3) // 4
+        parts = " ".join(_paint(b, name, colour) for name, b, _ in self.fields())
+        what = "two's complement" if f.kind == "int" else \
+            " ".join(n for n, _, _ in self.fields())
+        s = f"0x{self.code:0{width}x} = {parts}  ({what})"
+        if f.name == "tf32":
+            word = int(values_to_codes(np.asarray(self.value), get_format("fp32")))
+            s += f"\n{'':13}{f.bits}-bit tf32 code; in memory an fp32 word 0x{word:08x} (low 13 bits zero)"
+        return s
+
+    def _line(self, width=41) -> str | None:
+        if self.position is None or self.lower is None or self.lower == self.upper:
+            return None
+        k = int(round(float(self.position) * (width - 1)))
+        mid = (width - 1) // 2
+        cells = ["-"] * width
+        cells[0], cells[-1], cells[mid] = "|", "|", "+"
+        cells[k] = "x"
+        return "".join(cells)
+
+    # -- renderings --------------------------------------------------------------------
+    def text(self, colour: bool | None = None) -> str:
+        """The explanation as text; ``colour=None`` colours when stdout is a terminal
+        and ``NO_COLOR`` is not set."""
+        if colour is None:
+            colour = _use_colour()
+        f = self.format
+        L = []
+        pol = self.overflow + ("" if self.overflow_given is not None else " (format default)")
+        L.append(f"explain {_input_text(self.input)} as {f.name}   rounding={self.rounding}  "
+                 f"overflow={pol}" + ("  ftz" if self.ftz else "") + ("  daz" if self.daz else ""))
+        L.append("")
+        if self.exact is not None:
+            ex = exact_decimal(self.exact)
+            shown = _input_text(self.input)
+            L.append(f"{'input':<13}{shown}" + (f"  (exactly {ex})" if ex != shown else "  (exact value)"))
+        else:
+            L.append(f"{'input':<13}{_input_text(self.input)}")
+        if self.lower is not None and self.position is None and self.lower != self.upper:
+            L.append(f"{'neighbours':<13}none: |x| is past the largest finite value {_num(f.max)} "
+                     "by a step or more")
+        elif self.lower is not None and self.upper is not None and self.lower != self.upper:
+            over = abs(self.upper) > f.max or abs(self.lower) > f.max
+            p2 = _pow2(float(self.gap))
+            L.append(f"{'neighbours':<13}{_num(self.lower)}  <  x  <  {_num(self.upper)}"
+                     f"   (step {_num(self.gap)}" + (f" = {p2}" if p2 else "") + ")"
+                     + ("   [the one past max is not representable]" if over else ""))
+            line = self._line()
+            if line:
+                L.append(f"{'':13}{line}   x is {float(self.position):.4g} of the way up; + is the midpoint")
+        elif self.direction == "exact" and self.exact is not None:
+            L.append(f"{'neighbours':<13}x is itself a value of {f.name}")
+        L.append(f"{'rounding':<13}{self.direction}: {self.reason}".rstrip())
+        for n in self.notes:
+            L.append(f"{'':13}{n}")
+        L.append(f"{'stored':<13}{_num(self.value)}" +
+                 (f"  (exact decimal {exact_decimal(self.value)})" if math.isfinite(self.value) else ""))
+        L.append(f"{'code':<13}{self._code_text(colour)}")
+        for name, b, desc in self.fields():
+            L.append(f"{'':13}{_paint(f'{name:<9}', name, colour)}{_paint(b, name, colour)}  {desc}")
+        formula = self._formula()
+        if formula:
+            L.append(f"{'value':<13}{formula}")
+        tc = self._twos_complement()
+        if tc:
+            L.append("two's compl. " + tc)
+        L.append(f"{'class':<13}{self.cls}")
+        if self.abs_error is not None:
+            L.append(f"{'error':<13}absolute {_signed_sci(self.abs_error, 6)}, relative "
+                     f"{_sci(self.rel_error, 4)}, {self.ulp_error:+.4g} ulp")
+        else:
+            L.append(f"{'error':<13}n/a")
+        return "\n".join(L)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_html_(self) -> str:
+        f = self.format
+        esc = html.escape
+        box = ("display:inline-block;min-width:1.3em;padding:2px 1px;margin:0 1px;text-align:center;"
+               "font-family:monospace;font-size:1.1em;border:1px solid #555;border-radius:3px;")
+        parts = []
+        for name, b, desc in self.fields():
+            cells = "".join(f'<span style="{box}background:{_COLOURS[name][1]}">{c}</span>' for c in b)
+            parts.append(f'<div style="display:inline-block;vertical-align:top;margin-right:6px">'
+                         f'<div>{cells}</div><div style="font-size:0.85em;text-align:center;'
+                         f'max-width:{max(len(b) * 1.7, 6)}em"><b>{name}</b><br>{esc(desc)}</div></div>')
+        bits = "".join(parts) or f"<i>{esc(self._code_text())}</i>"
+        rows = [("input", _input_text(self.input) + (
+            f" (exactly {exact_decimal(self.exact)})" if self.exact is not None
+            and exact_decimal(self.exact) != _input_text(self.input) else ""))]
+        if self.lower is not None and self.upper is not None and self.lower != self.upper:
+            rows.append(("neighbours", f"{_num(self.lower)} < x < {_num(self.upper)} "
+                                       f"(step {_num(self.gap)})"))
+        rows.append(("rounding", f"{self.direction}: {self.reason}" + " ".join(self.notes)))
+        rows.append(("stored", exact_decimal(self.value) if math.isfinite(self.value) else _num(self.value)))
+        if self.code is not None:
+            width = (f.bits + 3) // 4
+            rows.append(("code", f"0x{self.code:0{width}x} = {self.bits}"))
+        if self._formula():
+            rows.append(("value", self._formula()))
+        if self._twos_complement():
+            rows.append(("two's complement", self._twos_complement()))
+        rows.append(("class", self.cls))
+        if self.abs_error is not None:
+            rows.append(("error", f"absolute {_signed_sci(self.abs_error, 6)}, relative "
+                                  f"{_sci(self.rel_error, 4)}, {self.ulp_error:+.4g} ulp"))
+        table = "".join(f'<tr><th style="text-align:left;padding-right:1em">{esc(k)}</th>'
+                        f'<td style="text-align:left;font-family:monospace;word-break:break-all">'
+                        f'{esc(str(v))}</td></tr>' for k, v in rows)
+        svg = self._svg()
+        return (f'<div class="floatfmt-explain"><div><b>{esc(_input_text(self.input))}</b> as '
+                f'<b>{esc(f.name)}</b> ({esc(self.rounding)})</div><div style="margin:6px 0">{bits}</div>'
+                f'{svg}<table>{table}</table></div>')
+
+    def _svg(self) -> str:
+        if self.position is None or self.lower is None or self.lower == self.upper:
+            return ""
+        w, pad = 420, 40
+        xpos = pad + float(self.position) * (w - 2 * pad)
+        stored_left = self.value == self.lower
+        spos = pad if stored_left else w - pad
+        lab = lambda x, t, y: (f'<text x="{x:.1f}" y="{y}" font-size="11" text-anchor="middle" '  # noqa: E731
+                               f'font-family="monospace">{html.escape(t)}</text>')
+        return (f'<svg width="{w}" height="62" xmlns="http://www.w3.org/2000/svg">'
+                f'<line x1="{pad}" y1="25" x2="{w - pad}" y2="25" stroke="#333"/>'
+                f'<line x1="{pad}" y1="18" x2="{pad}" y2="32" stroke="#333"/>'
+                f'<line x1="{w - pad}" y1="18" x2="{w - pad}" y2="32" stroke="#333"/>'
+                f'<line x1="{w / 2}" y1="21" x2="{w / 2}" y2="29" stroke="#999"/>'
+                f'<circle cx="{spos}" cy="25" r="7" fill="none" stroke="#2a7" stroke-width="2"/>'
+                f'<circle cx="{xpos:.1f}" cy="25" r="4" fill="#d33"/>'
+                + lab(pad, _num(self.lower), 50) + lab(w - pad, _num(self.upper), 50)
+                + lab(xpos, "x", 12) + lab(w / 2, "midpoint", 44) + '</svg>')
+
+
+def _floor_log2(a: Fraction) -> int:
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    return e
+
+
+# ----------------------------------------------------------------------------- arrays
+class ExplanationTable:
+    """Compact table for an array input: one row per element (the first
+    ``max_rows`` shown), with a class count for the whole array.  ``t[i]`` is
+    the full ``Explanation`` of element i (flat index)."""
+
+    _COLS = ("#", "input", "stored", "code", "bits", "class", "abs error", "rel error", "ulp error")
+
+    def __init__(self, x, fmt, rounding, overflow, ftz, daz, rng, sr_bits, max_rows):
+        self.format = get_format(fmt)
+        self._args = (rounding, overflow, ftz, daz)
+        arr = np.asarray(x) if not isinstance(x, np.ndarray) else x
+        if arr.dtype.kind in "fiub":
+            elements = list(arr.reshape(-1))
+        else:
+            elements = list(np.asarray(x, dtype=object).reshape(-1))
+        self.shape = arr.shape
+        self.stored = np.asarray(cast(x, self.format, rounding, overflow, ftz, daz, rng,
+                                      sr_bits=sr_bits), np.float64)
+        self._elements = elements
+        self.max_rows = max_rows
+        flat = self.stored.reshape(-1)
+        a = np.abs(flat)
+        self.counts = {"nan": int(np.isnan(flat).sum()), "inf": int(np.isinf(flat).sum()),
+                       "zero": int((flat == 0).sum())}
+        if self.format.kind == "float":
+            self.counts["subnormal"] = int(((a > 0) & (a < self.format.smallest_normal)).sum())
+        self.counts["normal"] = flat.size - sum(self.counts.values())
+        self._rows = {}
+
+    def __len__(self):
+        return len(self._elements)
+
+    def __getitem__(self, i) -> Explanation:
+        if i not in self._rows:
+            r, o, ftz, daz = self._args
+            self._rows[i] = Explanation(self._elements[i], self.format, r, o, ftz, daz,
+                                        stored=self.stored.reshape(-1)[i])
+        return self._rows[i]
+
+    def rows(self):
+        """Display rows (lists of strings) for the first ``max_rows`` elements."""
+        out = []
+        width = (self.format.bits + 3) // 4
+        for i in range(min(len(self), self.max_rows)):
+            e = self[i]
+            out.append([str(i), _input_text(e.input, short=True), _num(e.value),
+                        "-" if e.code is None else f"0x{e.code:0{width}x}",
+                        "-" if e.bits is None else " ".join(b for _, b, _ in e.fields()),
+                        e.cls, _signed_sci(e.abs_error), _sci(e.rel_error),
+                        "n/a" if e.ulp_error is None else f"{e.ulp_error:+.3f}"])
+        return out
+
+    def _summary(self):
+        more = len(self) - min(len(self), self.max_rows)
+        counts = ", ".join(f"{k} {v}" for k, v in self.counts.items() if v)
+        return (f"{len(self)} values (shape {self.shape}) as {self.format.name}, "
+                f"rounding={resolve_mode(self._args[0])}: {counts}"
+                + (f"; first {self.max_rows} shown, {more} more" if more else ""))
+
+    def text(self, colour=None) -> str:
+        rows = [list(self._COLS)] + self.rows()
+        widths = [max(len(r[j]) for r in rows) for j in range(len(self._COLS))]
+        lines = [self._summary()]
+        for k, r in enumerate(rows):
+            lines.append("  ".join(c.rjust(w) if j not in (4, 5) else c.ljust(w)
+                                   for j, (c, w) in enumerate(zip(r, widths))).rstrip())
+            if k == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.text()
+
+    __repr__ = __str__
+
+    def _repr_html_(self):
+        esc = html.escape
+        head = "".join(f"<th>{esc(c)}</th>" for c in self._COLS)
+        body = "".join("<tr>" + "".join(f'<td style="font-family:monospace">{esc(c)}</td>' for c in r)
+                       + "</tr>" for r in self.rows())
+        return f"<div><p>{esc(self._summary())}</p><table><tr>{head}</tr>{body}</table></div>"
+
+
+def explain(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
+            sr_bits=None, max_rows=20):
+    """Round ``x`` to ``fmt`` (as ``cast`` does) and explain every step.
+
+    A scalar gives an ``Explanation``: print it (coloured on a terminal) or let
+    Jupyter render it (one box per bit).  An array or list gives an
+    ``ExplanationTable`` (one row per element, the first ``max_rows`` shown).
+    The options are those of ``cast``.
+
+    >>> e = explain(1.0 + 2**-11, "fp16")
+    >>> e.tie, e.direction, e.value
+    (True, 'toward zero', 1.0)
+    >>> explain(-3, "int8").bits
+    '11111101'
+    """
+    fmt = get_format(fmt)
+    if isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim > 0):
+        return ExplanationTable(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits, max_rows)
+    return Explanation(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+
+
+# ----------------------------------------------------------------------------- compare
+def _pow2_text(v: float) -> str:
+    p = _pow2(v)
+    return f"{p} ≈ {v:.4g}" if p and not (1 <= v <= 65536) else _num(v) if v == int(v) and v < 1e16 \
+        else f"{v:.4g}"
+
+
+class ComparisonTable:
+    """Facts of several formats side by side; ``text()``, ``markdown()``,
+    ``html()`` (also the Jupyter and ``print`` reprs), ``rows`` (dicts)."""
+
+    COLUMNS = ("format", "bits", "layout", "bias", "max", "smallest normal", "smallest subnormal",
+               "eps", "decimal digits", "dynamic range (decades)", "Inf/NaN")
+
+    def __init__(self, names):
+        self.rows = [self._row(get_format(n)) for n in names]
+
+    @staticmethod
+    def _row(f: Format) -> dict:
+        i = info(f)
+        if f.kind == "int":
+            return {"format": f.name, "bits": f.bits,
+                    "layout": f"two's complement {f.bits}" if f.signed else f"unsigned {f.bits}",
+                    "bias": "-", "max": _num(f.max), "smallest normal": "-",
+                    "smallest subnormal": "-", "eps": "1 (step)",
+                    "decimal digits": f"{f.bits * math.log10(2):.2f}",
+                    "dynamic range (decades)": f"{math.log10(f.max):.1f}", "Inf/NaN": "none"}
+        layout = " ".join(p for p in (("s1" if f.signed else ""), f"e{f.ebits}",
+                                      f"m{f.mbits}" if f.mbits else "") if p)
+        special = ", ".join(p for p in ("Inf" if f.inf else "", "NaN" if f.has_nan else "") if p)
+        sub = "-" if not f.subnormals else _pow2_text(f.smallest_subnormal)
+        return {"format": f.name, "bits": f.bits, "layout": layout, "bias": f.bias,
+                "max": _pow2_text(f.max) if f.max > 1e6 else _num(f.max) if f.max == int(f.max)
+                else f"{f.max:g}",
+                "smallest normal": _pow2_text(f.smallest_normal), "smallest subnormal": sub,
+                "eps": _pow2_text(i.eps) if f.mbits else "2^0 = 1",
+                "decimal digits": f"{f.precision_bits * math.log10(2):.2f}",
+                "dynamic range (decades)": f"{math.log10(f.max) - math.log10(f.smallest_subnormal):.1f}",
+                "Inf/NaN": special or "none"}
+
+    def _cells(self):
+        return [list(self.COLUMNS)] + [[str(r[c]) for c in self.COLUMNS] for r in self.rows]
+
+    def text(self) -> str:
+        cells = self._cells()
+        w = [max(len(r[j]) for r in cells) for j in range(len(self.COLUMNS))]
+        out = []
+        for k, r in enumerate(cells):
+            out.append("  ".join(c.ljust(w[j]) if j in (0, 2, 10) else c.rjust(w[j])
+                                 for j, c in enumerate(r)).rstrip())
+            if k == 0:
+                out.append("  ".join("-" * x for x in w))
+        return "\n".join(out)
+
+    def markdown(self) -> str:
+        cells = self._cells()
+        out = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(self.COLUMNS)]
+        out += ["| " + " | ".join(r) + " |" for r in cells[1:]]
+        return "\n".join(out)
+
+    def html(self) -> str:
+        cells = self._cells()
+        esc = html.escape
+        head = "".join(f"<th>{esc(c)}</th>" for c in cells[0])
+        body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in cells[1:])
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    __str__ = text
+    __repr__ = text
+    _repr_markdown_ = markdown
+    _repr_html_ = html
+
+
+DEFAULT_COMPARE = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8")
+
+
+def compare(formats=DEFAULT_COMPARE) -> ComparisonTable:
+    """Table of range and precision facts for ``formats`` (names or ``Format``).
+
+    Columns: bits, layout (sign, exponent, mantissa widths), bias, max,
+    smallest normal, smallest subnormal, eps (gap after 1), decimal digits
+    (``p * log10(2)`` with p the significand bits), dynamic range in decades
+    (``log10(max / smallest positive)``), Inf/NaN.
+
+    >>> t = compare(["bf16", "fp8_e4m3"]); t.rows[1]["max"], t.rows[0]["decimal digits"]
+    ('448', '2.41')
+    """
+    if isinstance(formats, (str, Format)):
+        formats = [formats]
+    return ComparisonTable(list(formats))
+
+
+# ----------------------------------------------------------------------------- explorer
+def explorer(fmt="bf16", value=0.1):
+    """An ipywidgets explorer: pick a format and a value (or slide the code) and
+    see ``explain``.  Without ipywidgets it returns the static ``Explanation``."""
+    try:
+        import ipywidgets as w
+        from IPython.display import display
+    except ImportError:
+        return explain(value, fmt)
+    names = [n for n in ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz",
+                         "fp6_e2m3", "fp6_e3m2", "fp4_e2m1", "e8m0", "int8", "uint8", "int4")]
+    fsel = w.Dropdown(options=names, value=get_format(fmt).name, description="format")
+    text = w.Text(value=str(value), description="value")
+    mode = w.Dropdown(options=list(("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")),
+                      value="nearest_even", description="rounding")
+    code = w.IntSlider(min=0, max=(1 << min(get_format(fmt).bits, 16)) - 1, description="code",
+                       continuous_update=False)
+    out = w.Output()
+    busy = {"flag": False}
+
+    def show(*_):
+        out.clear_output(wait=True)
+        with out:
+            try:
+                display(explain(text.value, fsel.value, mode.value))
+            except (ValueError, TypeError) as err:
+                print(f"error: {err}")
+
+    def from_code(change):
+        if busy["flag"]:
+            return
+        from .codec import decode
+        f = get_format(fsel.value)
+        try:
+            v = decode(int(change["new"]), f)
+        except ValueError:
+            return
+        busy["flag"] = True
+        text.value = _num(v) if v == v else "nan"
+        busy["flag"] = False
+
+    def new_format(change):
+        f = get_format(change["new"])
+        code.max = (1 << min(f.bits, 16)) - 1
+        show()
+
+    text.observe(show, names="value")
+    mode.observe(show, names="value")
+    fsel.observe(new_format, names="value")
+    code.observe(from_code, names="value")
+    show()
+    return w.VBox([w.HBox([fsel, mode]), w.HBox([text, code]), out])
+
+
+class _CallableModule(types.ModuleType):
+    """Python's import system binds ``floatfmt.explain`` to this module once
+    ``floatfmt.explain`` is imported as a submodule, hiding the function of the
+    same name; making the module callable keeps ``ff.explain(x, fmt)`` working."""
+
+    def __call__(self, *args, **kwargs):
+        return explain(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
