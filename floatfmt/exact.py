@@ -188,7 +188,8 @@ def _exact_array(arr: np.ndarray, scalar: bool, fp64: Format, wrap_bits=None) ->
         raise TypeError(f"complex numbers are not supported (got an array of {arr.dtype})")
     if kind == "f" and arr.dtype.itemsize <= 8:
         src = _src_format(arr.dtype)
-        return Exact(arr.astype(np.float64, copy=False), None, scalar, src, arr.dtype)
+        with np.errstate(invalid="ignore"):  # signalling-NaN payloads are still NaN
+            return Exact(arr.astype(np.float64, copy=False), None, scalar, src, arr.dtype)
     if kind == "V" or (kind not in "biufcOUSMm" and _src_format(arr.dtype) is not None):
         src = _src_format(arr.dtype)  # ml_dtypes types
         if src is None:

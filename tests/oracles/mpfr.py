@@ -48,7 +48,7 @@ import numpy as np
 from gmpy2 import mpfr, mpq
 
 __all__ = ["MODES", "Spec", "spec", "to_exact", "prepare", "raw_round", "round_one", "round_many",
-           "neighbours"]
+           "round_finite", "neighbours"]
 
 MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
 _NATIVE = {"nearest_even": gmpy2.RoundToNearest, "toward_zero": gmpy2.RoundToZero,
@@ -238,6 +238,24 @@ def round_many(values, fmt, mode="nearest_even", overflow=None, *, ftz=False):
                 arr[i] = _finish(xs[i], raws[i], s, mode, p or default_overflow(s), ftz)
             out[p] = arr
     return out if isinstance(overflow, (list, tuple)) else base
+
+
+def round_finite(x, fmt, mode="nearest_even") -> np.ndarray:
+    """Fast ``round_many`` for a float64 array of finite values whose results stay in range
+    (checked), in a mode MPFR has natively; about 1 microsecond a value."""
+    s = spec(fmt)
+    if s.is_int or mode not in _NATIVE or not s.zero or not s.signed:
+        raise ValueError("round_finite: native modes of signed float formats with zero only")
+    x = np.asarray(x, np.float64)
+    if not np.isfinite(x).all():
+        raise ValueError("round_finite: finite inputs only")
+    p, ctx = s.prec, s.ctx[mode]
+    out = np.array([float(mpfr(v, p, ctx)) for v in x.tolist()], np.float64)
+    if (np.abs(out) > s.fmax).any():
+        raise ValueError("round_finite: a result overflows; use round_many")
+    if not s.neg_zero:
+        out += 0.0
+    return out
 
 
 def _raw(x, s: Spec, mode):
