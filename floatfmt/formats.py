@@ -110,7 +110,9 @@ class Format:
 
     @property
     def has_nan(self) -> bool:
-        return self.nan != "none"
+        """Whether some code is NaN (an IEEE-like format with no mantissa bits has none:
+        its all-ones exponent holds only +-Inf)."""
+        return self.nan != "none" and not (self.nan == "ieee" and self.mbits == 0)
 
     @property
     def subnormals(self) -> bool:

@@ -65,7 +65,7 @@ def _nan_codes(f: Format) -> tuple:
     width = (f.bits + 3) // 4
     h = lambda c: f"0x{c:0{width}x}"  # noqa: E731
     sign = 1 << (f.bits - 1)
-    if f.nan == "none":
+    if not f.has_nan:
         return ()
     if f.nan == "negative_zero":
         return (h(sign),)

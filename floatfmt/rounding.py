@@ -276,6 +276,9 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
                 # Unsigned, zero-less scale formats (E8M0): the smallest value is the floor.
                 r = np.where(r == 0, fmt.smallest_normal, r)
             if not fmt.signed:
-                zero_in = xc == 0 if sc is None else (xc == 0) & (sc == 0)
-                r[np.signbit(xc) | zero_in] = np.nan
+                # Unsigned: negative inputs are NaN; so is zero when the format has none.
+                bad = np.signbit(xc) & (xc != 0)
+                if not fmt.zero:
+                    bad |= (xc == 0) if sc is None else (xc == 0) & (sc == 0)
+                r[bad] = np.nan
         res[i:i + xc.size] = r

@@ -181,8 +181,10 @@ def _special(x: float, s: Spec, policy) -> float:
     if x != x:
         return math.nan
     neg = math.copysign(1.0, x) < 0
-    if not s.signed and (neg or x == 0):
-        return math.nan  # unsigned E8M0: no zero, no negatives
+    if not s.signed and ((neg and x != 0) or (x == 0 and not s.zero)):
+        return math.nan  # unsigned: no negatives (E8M0: no zero either)
+    if not s.signed and x == 0:
+        return 0.0
     if x == 0:
         return -0.0 if (neg and s.neg_zero) else 0.0
     if policy == "saturate":
