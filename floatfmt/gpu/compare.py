@@ -1,0 +1,404 @@
+"""Replay recorded GPU fixtures against the emulator and report, check by check.
+
+``floatfmt gpu-report [DIR] [--show N]`` calls ``report_main``.  For every check
+of every fixture it recomputes floatfmt's prediction from the recorded inputs
+(with the emulator as it is now, not as it was at capture time) and counts
+bit-exact matches.  NaN results match by class (any NaN code matches any NaN
+code; the codes seen are recorded in the fixture).  A mismatch listed in the
+fixture's ``expected_differences.txt`` is reported as expected, with its reason.
+
+Check kinds (``kind`` in ``summary.json``):
+
+``cast``   inputs (codes of ``src``) -> outputs (codes of ``dst``), under the
+           recorded ``overflow`` policy.
+``sweep``  the all-2^32 float32 sweep: only the mismatch count and the first
+           mismatching inputs are stored; those are replayed.
+``gemm``   dot products through the tensor-core model: ``form="dots"`` (row i of
+           ``a`` with row i of ``b``), ``form="matmul"`` (``a @ b``) or
+           ``form="random"`` (operands regenerated from seeds, see
+           ``probes.random_operands``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..cast import cast
+from ..codec import code_dtype, codes_to_values, values_to_codes
+from ..formats import get_format
+from . import probes as P
+from .fixture import Fixture, find_fixtures
+
+__all__ = ["Mismatch", "CheckResult", "predict_cast", "same_bits", "predict_gemm", "predict_dots",
+           "tensorcore_available", "compare_check", "compare_fixture", "format_report",
+           "report_main", "FULL_ENV"]
+
+FULL_ENV = "FLOATFMT_GPU_FULL"
+
+
+# ----------------------------------------------------------------------------- predictions
+def predict_cast(codes, src, dst, overflow=None) -> np.ndarray:
+    """floatfmt's codes for casting codes of ``src`` to ``dst`` (round to nearest even).
+
+    >>> predict_cast(np.array([0x43E80000], np.uint32), "fp32", "fp8_e4m3").tolist()  # 464.0
+    [126]
+    >>> predict_cast(np.array([0x43E80001], np.uint32), "fp32", "fp8_e4m3", "saturate").tolist()
+    [126]
+    """
+    src, dst = get_format(src), get_format(dst)
+    x = codes_to_values(np.asarray(codes, np.int64), src)
+    return values_to_codes(cast(x, dst, overflow=overflow, dtype=np.float64), dst)
+
+
+def same_bits(gpu, pred, fmt) -> np.ndarray:
+    """Elementwise: identical codes, or both NaN (NaNs compare by class)."""
+    fmt = get_format(fmt)
+    gpu = np.asarray(gpu)
+    pred = np.asarray(pred)
+    eq = gpu.astype(np.int64) == pred.astype(np.int64)
+    if fmt.has_nan and not eq.all():
+        with np.errstate(invalid="ignore"):
+            gv = codes_to_values(gpu.astype(np.int64), fmt)
+            pv = codes_to_values(pred.astype(np.int64), fmt)
+        eq |= np.isnan(gv) & np.isnan(pv)
+    return eq
+
+
+def nan_codes(codes, fmt) -> list[int]:
+    """Distinct NaN codes among ``codes``."""
+    fmt = get_format(fmt)
+    c = np.asarray(codes).astype(np.int64)
+    with np.errstate(invalid="ignore"):
+        v = codes_to_values(c, fmt)
+    return sorted(int(x) for x in np.unique(c[np.isnan(v)]))
+
+
+def tensorcore_available() -> bool:
+    """True when the tensor-core models (``floatfmt.tensorcore``) are present."""
+    try:
+        from .. import accumulate, tensorcore  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def predict_gemm(a, b, params: dict) -> np.ndarray:
+    """floatfmt's output codes for ``a @ b`` (float64 operand values) under a check's
+    parameters: ``in_fmt``, ``out_fmt``, ``model`` (a tensor-core preset), ``tf32``
+    (False: a plain fp32 GEMM, no tensor core), ``fast_accum`` (FP8)."""
+    out_fmt = get_format(params["out_fmt"])
+    if params["in_fmt"] == "fp32" and not params.get("tf32", True):
+        from ..accumulate import matmul
+        r = matmul(a, b, "fp32", acc_fmt="fp32")
+    else:
+        from ..accumulate import matmul
+        kw = {}
+        if params.get("fast_accum") is not None:
+            kw["fast_accum"] = bool(params["fast_accum"])
+        r = matmul(a, b, params["in_fmt"], model=params["model"], out_fmt=out_fmt.name, **kw)
+    return values_to_codes(np.asarray(r, np.float64), out_fmt)
+
+
+def predict_dots(a, b, params: dict) -> np.ndarray:
+    """Codes of the dot products of row i of ``a`` with row i of ``b``."""
+    out = np.empty(a.shape[0], code_dtype(get_format(params["out_fmt"])))
+    for i in range(a.shape[0]):
+        out[i] = predict_gemm(a[i:i + 1], b[i][:, None], params)[0, 0]
+    return out
+
+
+# ----------------------------------------------------------------------------- results
+@dataclass
+class Mismatch:
+    key: str  # what expected_differences.txt names (input code, probe name, part:row,col)
+    inputs: str  # human-readable inputs
+    gpu: str
+    predicted: str
+    reason: str | None = None  # from expected_differences.txt
+
+
+@dataclass
+class CheckResult:
+    name: str
+    kind: str
+    cases: int = 0
+    matches: int = 0
+    mismatches: list = field(default_factory=list)  # Mismatch records (all of them)
+    extra_mismatches: int = 0  # mismatches counted but not replayable (sweep beyond the stored ones)
+    status: str = "ok"  # ok, mismatch, not compared, error
+    note: str = ""
+    diagnosis: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def n_mismatch(self) -> int:
+        return len(self.mismatches) + self.extra_mismatches
+
+    @property
+    def n_expected(self) -> int:
+        return sum(m.reason is not None for m in self.mismatches)
+
+    @property
+    def n_unexplained(self) -> int:
+        return self.n_mismatch - self.n_expected
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("ok", "not compared") and self.n_unexplained == 0
+
+
+def _fmt_code(code, fmt) -> str:
+    fmt = get_format(fmt)
+    width = (fmt.bits + 3) // 4
+    v = float(codes_to_values(np.int64(code), fmt))
+    return f"0x{int(code):0{width}x} ({v!r})"
+
+
+def _hex(code, bits) -> str:
+    return f"0x{int(code):0{(bits + 3) // 4}x}"
+
+
+# ----------------------------------------------------------------------------- per kind
+def _compare_cast(fx: Fixture, chk: dict, res: CheckResult):
+    p = chk["params"]
+    src, dst = get_format(p["src"]), get_format(p["dst"])
+    x = fx.array(chk["arrays"]["inputs"])
+    gpu = fx.array(chk["arrays"]["outputs"])
+    pred = predict_cast(x, src, dst, p.get("overflow"))
+    ok = same_bits(gpu, pred, dst)
+    res.cases, res.matches = int(x.size), int(ok.sum())
+    for i in np.flatnonzero(~ok):
+        key = _hex(x[i], src.bits)
+        res.mismatches.append(Mismatch(key, f"{key} = {float(codes_to_values(np.int64(x[i]), src))!r}",
+                                       _fmt_code(gpu[i], dst), _fmt_code(pred[i], dst)))
+    _nan_diag(p, dst, res)
+
+
+def _nan_diag(p, dst, res):
+    if p.get("nan_codes"):
+        more = p.get("nan_codes_distinct", len(p["nan_codes"])) - len(p["nan_codes"])
+        res.diagnosis["nan_codes"] = " ".join(_hex(c, dst.bits) for c in p["nan_codes"]) + (
+            f" and {more} more" if more > 0 else "")
+    if p.get("nan_payload_kept") is not None:
+        res.diagnosis["nan_payloads"] = (f"of {p.get('nan_inputs')} NaN inputs, {p['nan_payload_kept']} kept "
+                                         f"their bits, {p.get('nan_payload_quieted', 0)} kept them quieted")
+    if p.get("overflow") and p.get("overflow") != dst.default_overflow:
+        res.diagnosis["overflow"] = (f"{p['overflow']} (device: {p.get('overflow_evidence', '?')}; "
+                                     f"{p.get('mismatches_with_default_overflow', '?')} mismatches "
+                                     f"under the format's own '{dst.default_overflow}')")
+
+
+def _compare_sweep(fx: Fixture, chk: dict, res: CheckResult):
+    p = chk["params"]
+    src, dst = get_format(p["src"]), get_format(p["dst"])
+    res.cases = int(p.get("cases", 0))
+    counted = int(p.get("mismatches", 0))
+    x = fx.array(chk["arrays"]["inputs"]) if "inputs" in chk.get("arrays", {}) else np.zeros(0, np.uint32)
+    gpu = fx.array(chk["arrays"]["outputs"]) if x.size else np.zeros(0, np.uint16)
+    if x.size:
+        pred = predict_cast(x, src, dst, p.get("overflow"))
+        ok = same_bits(gpu, pred, dst)
+        for i in np.flatnonzero(~ok):
+            key = _hex(x[i], src.bits)
+            res.mismatches.append(Mismatch(key, f"{key} = {float(codes_to_values(np.int64(x[i]), src))!r}",
+                                           _fmt_code(gpu[i], dst), _fmt_code(pred[i], dst)))
+    res.extra_mismatches = max(0, counted - int(x.size))
+    res.matches = res.cases - res.n_mismatch
+    done, total = p.get("chunks_done"), p.get("chunks_total")
+    res.note = (f"{counted} mismatches at capture (emulator {p.get('emulator', '?')}); "
+                f"{x.size} stored and replayed")
+    if done is not None and total and done < total:
+        res.note += f"; only {done} of {total} chunks were swept"
+    if res.extra_mismatches:
+        res.note += f"; {res.extra_mismatches} beyond the stored ones cannot be replayed: rerun the capture"
+    _nan_diag(p, dst, res)
+
+
+def _subset(n: int, full: bool, limit: int) -> np.ndarray:
+    """Indices to replay: all, or an evenly spread fixed subset of at most ``limit``."""
+    if full or n <= limit:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, limit).astype(np.int64))
+
+
+def _compare_gemm(fx: Fixture, chk: dict, res: CheckResult, full: bool):
+    p = chk["params"]
+    if not tensorcore_available() and p.get("tf32", True) is not False:
+        res.status = "not compared"
+        res.note = "floatfmt.tensorcore is not available"
+        return
+    in_fmt, out_fmt = p["in_fmt"], get_format(p["out_fmt"])
+    form = p.get("form", "dots")
+    arr = chk.get("arrays", {})
+    if form == "dots":
+        a = P.operand_values(fx.array(arr["a"]), in_fmt if p.get("tf32", True) else "fp32")
+        b = P.operand_values(fx.array(arr["b"]), in_fmt if p.get("tf32", True) else "fp32")
+        gpu = fx.array(arr["out"])
+        names = p.get("probes") or [f"row{i}" for i in range(a.shape[0])]
+        pred = predict_dots(a, b, p)
+        ok = same_bits(gpu, pred, out_fmt)
+        res.cases, res.matches = int(gpu.size), int(ok.sum())
+        for i in np.flatnonzero(~ok):
+            res.mismatches.append(Mismatch(names[i], f"probe {names[i]}", _fmt_code(gpu[i], out_fmt),
+                                           _fmt_code(pred[i], out_fmt)))
+        if p.get("probe_kinds"):
+            vals = lambda c: codes_to_values(np.asarray(c, np.int64), out_fmt)  # noqa: E731
+            metas = p.get("probe_meta") or {}
+            res.diagnosis = {"gpu": P.diagnose_probes(names, p["probe_kinds"], p["probe_params"],
+                                                      vals(gpu), p["k"], metas),
+                             "emulator": P.diagnose_probes(names, p["probe_kinds"], p["probe_params"],
+                                                           vals(pred), p["k"], metas)}
+        if p.get("tf32_modes") is not None:
+            res.diagnosis["tf32_operand"] = p["tf32_modes"]
+        return
+    # matmul / random: parts, each a whole GEMM
+    limit = int(p.get("replay_limit", 4096))
+    for j, part in enumerate(p["parts"]):
+        if form == "random":
+            ac, bc = P.random_operands(part["seed"], in_fmt, part["m"], part["k"], part["n"],
+                                       part.get("spread", 20))
+        else:
+            ac, bc = fx.array(part["a"]), fx.array(part["b"])
+        gpu = fx.array(part["out"])
+        a, b = P.operand_values(ac, in_fmt), P.operand_values(bc, in_fmt)
+        rows = _subset(a.shape[0], full, max(1, limit // max(1, b.shape[1])))
+        pred = predict_gemm(a[rows], b, p)
+        g = gpu[rows]
+        ok = same_bits(g, pred, out_fmt)
+        res.cases += int(ok.size)
+        res.matches += int(ok.sum())
+        for r, c in zip(*np.nonzero(~ok)):
+            i = int(rows[r])
+            key = f"part{j}:r{i}c{int(c)}"
+            res.mismatches.append(Mismatch(key, f"part {j} (k={part['k']}) row {i} col {int(c)}",
+                                           _fmt_code(g[r, c], out_fmt), _fmt_code(pred[r, c], out_fmt)))
+    if not full and any(p2["m"] * p2["n"] > limit for p2 in p["parts"]):
+        res.note = f"replayed a fixed subset of rows (set {FULL_ENV}=1 or use gpu-report for all)"
+    det = [part.get("run2_differs", 0) for part in p["parts"]]
+    if any(det):
+        res.note = (res.note + "; " if res.note else "") + f"not deterministic: run 2 differed in {sum(det)} outputs"
+
+
+def compare_check(fx: Fixture, chk: dict, full: bool = True) -> CheckResult:
+    """Compare one recorded check with the emulator."""
+    res = CheckResult(chk["name"], chk["kind"])
+    t = time.perf_counter()
+    if chk.get("status") in ("error", "skipped"):
+        res.status = "not compared"
+        res.note = f"capture {chk['status']}: {chk.get('error', '')}".strip()
+        return res
+    try:
+        if chk["kind"] == "cast":
+            _compare_cast(fx, chk, res)
+        elif chk["kind"] == "sweep":
+            _compare_sweep(fx, chk, res)
+        elif chk["kind"] == "gemm":
+            _compare_gemm(fx, chk, res, full)
+        else:
+            res.status, res.note = "error", f"unknown check kind {chk['kind']!r}"
+    except Exception as err:  # a broken check must not hide the others
+        res.status, res.note = "error", f"{type(err).__name__}: {err}"
+    for m in res.mismatches:
+        e = fx.expected_for(res.name, m.key)
+        if e is not None:
+            m.reason = e.reason
+    if res.status == "ok" and res.n_mismatch:
+        res.status = "mismatch"
+    res.seconds = time.perf_counter() - t
+    return res
+
+
+def compare_fixture(fixture, full: bool | None = None) -> list[CheckResult]:
+    """Compare every check of a fixture (a path or a ``Fixture``).
+
+    ``full``: replay every dot product of large random GEMMs (default: the
+    environment variable ``FLOATFMT_GPU_FULL``; else a fixed subset of rows)."""
+    fx = fixture if isinstance(fixture, Fixture) else Fixture(fixture)
+    if full is None:
+        full = os.environ.get(FULL_ENV, "") not in ("", "0")
+    return [compare_check(fx, chk, full) for chk in fx.checks]
+
+
+def unused_expected(fx: Fixture, results: list[CheckResult]) -> list:
+    """Lines of expected_differences.txt that no mismatch needed (stale entries)."""
+    used = set()
+    for r in results:
+        for m in r.mismatches:
+            for e in fx.expected:
+                if e.covers(r.name, m.key):
+                    used.add(e.line)
+                    break
+    return [e for e in fx.expected if e.line not in used]
+
+
+# ----------------------------------------------------------------------------- report
+def _header(fx: Fixture) -> list[str]:
+    s = fx.summary
+    dev = s.get("device", {})
+    ver = s.get("versions", {})
+    ev = s.get("evidence", "?")
+    lines = [f"fixture {fx.name}  [{'GPU' if ev == 'gpu' else 'CPU (not GPU evidence)' if ev == 'cpu' else ev}]"]
+    lines.append("  device   " + ", ".join(f"{k} {v}" for k, v in dev.items() if v not in (None, "")))
+    lines.append("  versions " + ", ".join(f"{k} {v}" for k, v in ver.items() if v not in (None, "")))
+    if s.get("created"):
+        lines.append(f"  captured {s['created']}")
+    return lines
+
+
+def format_report(fx: Fixture, results: list[CheckResult], show: int = 5) -> str:
+    """Text report: a table of checks, then the first mismatches of each."""
+    lines = _header(fx)
+    w = max([len(r.name) for r in results] + [5])
+    lines.append("")
+    lines.append(f"  {'check':<{w}} {'cases':>10} {'matches':>10} {'mismatches':>10} {'expected':>8}  status")
+    for r in results:
+        lines.append(f"  {r.name:<{w}} {r.cases:>10} {r.matches:>10} {r.n_mismatch:>10} "
+                     f"{r.n_expected:>8}  {r.status}{'  ' + r.note if r.note else ''}")
+    for r in results:
+        diag = {k: v for k, v in r.diagnosis.items() if v}
+        if diag:
+            lines.append(f"\n  {r.name}: " + "; ".join(f"{k} = {v}" for k, v in diag.items()))
+        if not r.mismatches or show <= 0:
+            continue
+        lines.append(f"\n  first mismatches of {r.name}:")
+        for m in r.mismatches[:show]:
+            why = f"  [expected: {m.reason}]" if m.reason else ""
+            lines.append(f"    {m.inputs}: gpu {m.gpu}, predicted {m.predicted}{why}")
+        if len(r.mismatches) > show:
+            lines.append(f"    ... {len(r.mismatches) - show} more")
+    stale = unused_expected(fx, results)
+    for e in stale:
+        lines.append(f"\n  note: expected_differences.txt line {e.line} ({e.check} {e.selector}) "
+                     "matches no mismatch any more")
+    devdiff = fx.summary.get("device_differences")
+    if devdiff:
+        lines.append("\n  CPU torch vs CUDA:")
+        for k, v in devdiff.items():
+            lines.append(f"    {k}: {v}")
+    return "\n".join(lines)
+
+
+def report_main(dir=None, show: int = 5) -> int:
+    """Entry of ``floatfmt gpu-report``: report every fixture under ``dir`` (default:
+    the committed ones).  Exit code 0 when every mismatch is expected, 1 when
+    some is not (or a check errored), 2 when there is no fixture."""
+    paths = find_fixtures(dir)
+    if not paths:
+        where = dir if dir is not None else "tests/data/gpu"
+        print(f"no GPU fixtures found under {where} (a fixture is a folder with summary.json; "
+              "see docs/gpu_capture.md)")
+        return 2
+    code = 0
+    for path in paths:
+        fx = Fixture(path)
+        results = compare_fixture(fx, full=True)
+        print(format_report(fx, results, show))
+        print()
+        if not all(r.ok for r in results):
+            code = 1
+    return code
