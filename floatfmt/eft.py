@@ -1,0 +1,363 @@
+"""Error-free transformations: exact results handed to the rounding routine.
+
+float64 holds every value of every format up to fp32, but not always the exact
+result of an operation on them.  The functions here compute that exact result
+as a float64 ``t`` truncated toward zero plus a *remainder class* (the
+``sticky`` argument of ``floatfmt.rounding.round_values``): 0 when ``t`` is
+exact, else 1 / 2 / 3 when what lies beyond ``t`` is below / exactly / above
+half of ``t``'s float64 ulp (``numpy.spacing(|t|)``).  That is all one correct
+rounding needs, so no result is rounded twice.
+
+Building blocks (float64, vectorised, IEEE round-to-nearest):
+
+``two_sum(a, b)``   s + e == a + b exactly, s = fl(a + b)        (Knuth)
+``two_prod(a, b)``  p + e == a * b exactly, p = fl(a * b)        (Veltkamp / Dekker)
+``to_sticky(hi, lo, tail)``  the exact hi + lo (+ tail) as (t, class)
+
+``two_prod`` needs |a|, |b| < 2**995 and a product above about 2**-969 (else
+its error is not a float64); the ``exact_*`` functions below check those
+conditions and send the rare elements outside them through exact rational
+arithmetic (``fractions.Fraction``), so every result is exact for every input.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from .exact import _fraction_rz
+
+__all__ = ["two_sum", "split", "two_prod", "to_sticky", "exact_sum", "exact_product",
+           "exact_fma", "exact_quotient", "exact_sqrt", "fraction_to_sticky",
+           "product_is_exact"]
+
+_SPLITTER = 134217729.0  # 2**27 + 1
+_BIG = 2.0 ** 995  # above this Veltkamp's split can overflow
+_TINY = 2.0 ** -969  # below this a product's rounding error may not be a float64
+
+
+def two_sum(a, b):
+    """``(s, e)`` with ``s = fl(a + b)`` and ``s + e == a + b`` exactly.
+
+    Knuth's branch-free TwoSum; exact for all finite a, b whose sum does not
+    overflow (e is NaN where s is infinite).
+
+    >>> two_sum(1.0, 2.0**-60)
+    (1.0, 8.673617379884035e-19)
+    """
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = a + b
+        bb = s - a
+        e = (a - (s - bb)) + (b - bb)
+    if s.ndim == 0:
+        return float(s), float(e)
+    return s, e
+
+
+def split(a):
+    """Veltkamp split: ``a == hi + lo`` with hi, lo of at most 26 significant bits."""
+    a = np.asarray(a, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        c = _SPLITTER * a
+        hi = c - (c - a)
+        lo = a - hi
+    return hi, lo
+
+
+def two_prod(a, b):
+    """``(p, e)`` with ``p = fl(a * b)`` and ``p + e == a * b`` exactly.
+
+    Dekker's product with Veltkamp splitting (float64 only, no FMA needed).
+    Exact when |a|, |b| < 2**995 and |a * b| >= 2**-969 (or a * b == 0).
+
+    >>> two_prod(1.0 + 2.0**-30, 1.0 + 2.0**-30)
+    (1.0000000018626451, 8.673617379884035e-19)
+    """
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        p = a * b
+        ah, al = split(a)
+        bh, bl = split(b)
+        e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    if p.ndim == 0:
+        return float(p), float(e)
+    return p, e
+
+
+def to_sticky(hi, lo, tail=None):
+    """Exact ``hi + lo (+ tail)`` as ``(t, cls)``: t truncated toward zero, cls the remainder class.
+
+    Preconditions: ``|lo| <= ulp(hi) / 2`` (as ``two_sum`` / ``two_prod``
+    give), and ``tail`` is small enough to decide only exact ties of ``lo``
+    (``|tail|`` below the last unit of ``lo``; the three-term sums built in
+    ``exact_fma`` meet this).  Where hi is zero, lo must be zero too.
+    Non-finite hi passes through with class 0.
+
+    Returns float64 ``t`` and uint8 ``cls``, or ``cls = None`` when everything
+    is exact.
+
+    At a binade boundary the step below |hi| is half the step above it, so
+    "short" results (|exact| < |hi|) are measured against the step below.
+
+    >>> to_sticky(1.0, -2.0**-60)  # just below 1: t is the float64 below 1, remainder > half
+    (0.9999999999999999, 3)
+    >>> to_sticky(1.0, 2.0**-53)   # exactly half an ulp above 1
+    (1.0, 2)
+    """
+    hi = np.asarray(hi, np.float64)
+    lo = np.asarray(lo, np.float64)
+    scalar = hi.ndim == 0 and lo.ndim == 0 and (tail is None or np.ndim(tail) == 0)
+    if tail is not None:
+        tail = np.asarray(tail, np.float64)
+        hi, lo, tail = np.broadcast_arrays(hi, lo, tail)
+    else:
+        hi, lo = np.broadcast_arrays(hi, lo)
+    fin = np.isfinite(hi) & (hi != 0)
+    if tail is None:
+        nz = fin & (lo != 0)
+    else:
+        nz = fin & ((lo != 0) | (tail != 0))
+    t = np.array(hi, dtype=np.float64, copy=True)
+    if tail is not None:
+        zero_hi = (hi == 0) & (tail != 0)
+        t[zero_hi] = tail[zero_hi]  # hi == lo == 0: the value is the tail itself
+    if not nz.any():
+        return (float(t), 0) if scalar else (t, None)
+    h = hi[nz]
+    low = lo[nz]
+    ah, al2 = np.abs(h), 2.0 * np.abs(low)
+    # direction of the part beyond hi (+1 away from zero, -1 toward zero)
+    sgn = np.sign(low)
+    if tail is not None:
+        tl = tail[nz]
+        sgn = np.where(low == 0, np.sign(tl), sgn)
+        # tail relative to lo: +1 makes |lo + tail| bigger, -1 smaller, 0 none
+        tdir = np.where(low == 0, 0.0, np.sign(tl) * np.sign(low))
+    else:
+        tdir = np.zeros(h.shape)
+    beyond = sgn == np.sign(h)
+    cls = np.empty(h.shape, np.uint8)
+    # |exact| > |hi|: t = hi, remainder |lo + tail| in units U = spacing(|hi|)
+    up = np.spacing(ah)
+    c_beyond = np.where(al2 < up, 1, np.where(tdir > 0, 3, np.where(tdir < 0, 1, 2)))
+    # |exact| < |hi|: t = next float64 toward zero, D its spacing, remainder D - |lo + tail|
+    tz = np.nextafter(h, 0.0)
+    d = ah - np.abs(tz)
+    c_short = np.where(al2 > d, 1, np.where(al2 < d, 3,
+                                            np.where(tdir > 0, 1, np.where(tdir < 0, 3, 2))))
+    cls[:] = np.where(beyond, c_beyond, c_short)
+    t_nz = np.where(beyond, h, tz)
+    t[nz] = t_nz
+    out_cls = np.zeros(hi.shape, np.uint8)
+    out_cls[nz] = cls
+    if scalar:
+        return float(t), int(out_cls)
+    return t, out_cls
+
+
+def fraction_to_sticky(fr) -> tuple[float, int]:
+    """``(t, cls)`` of one exact rational (Fraction or int); +-Inf with class 3 past float64."""
+    return _fraction_rz(Fraction(fr))
+
+
+def _fix_slow(t, cls, mask, fn, *args):
+    """Recompute the elements in ``mask`` exactly with Fractions via ``fn``."""
+    idx = np.flatnonzero(mask)
+    if idx.size == 0:
+        return t, cls
+    if cls is None:
+        cls = np.zeros(t.shape, np.uint8)
+    flat_args = [np.broadcast_to(a, t.shape).reshape(-1) for a in args]
+    tf, cf = t.reshape(-1), cls.reshape(-1)
+    for i in idx:
+        tf[i], cf[i] = fn(*(float(a[i]) for a in flat_args))
+    return t, cls
+
+
+def exact_sum(a, b):
+    """Exact ``a + b`` as ``(t, cls)`` (float64 arrays; cls None when all exact).
+
+    Specials follow numpy (NaN, +-Inf, Inf - Inf = NaN); an exact zero from
+    nonzero operands is +0.  A sum beyond the float64 range is +-Inf with class 3.
+    """
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    s, e = two_sum(a, b)
+    s = np.atleast_1d(s)
+    e = np.atleast_1d(e)
+    with np.errstate(invalid="ignore"):
+        fin = np.isfinite(s)
+        e = np.where(fin, e, 0.0)
+    t, cls = to_sticky(s, e)
+    over = ~fin & np.isfinite(a) & np.isfinite(b)
+    if over.any():  # finite operands, infinite float64 sum: a value past the range
+        cls = np.zeros(t.shape, np.uint8) if cls is None else cls
+        cls[over.reshape(t.shape)] = 3
+    return t.reshape(a.shape), (None if cls is None else cls.reshape(a.shape))
+
+
+def product_is_exact(fmt) -> bool:
+    """True when the product of two values of ``fmt`` is always exact in float64."""
+    if fmt.kind == "int":
+        return 2 * fmt.bits <= 53
+    p = fmt.mbits + 1
+    return 2 * p <= 53 and 2 * (fmt.emin - fmt.mbits) >= -1074 and 2 * (fmt.emax + 1) <= 1023
+
+
+def _slow_mul(a, b):
+    if not (math.isfinite(a) and math.isfinite(b)) or a == 0 or b == 0:
+        return a * b, 0
+    return fraction_to_sticky(Fraction(a) * Fraction(b))
+
+
+def exact_product(a, b, exact_in_float64=False):
+    """Exact ``a * b`` as ``(t, cls)``.  With ``exact_in_float64`` (every format up to
+    fp32) the float64 product itself is exact and cls is None."""
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        if exact_in_float64:
+            return a * b, None
+        p, e = two_prod(a, b)
+        p, e = np.atleast_1d(p), np.atleast_1d(e)
+        fin = np.isfinite(p)
+        t, cls = to_sticky(p, np.where(fin, e, 0.0))
+        aa, ab = np.abs(a).reshape(t.shape), np.abs(b).reshape(t.shape)
+        hazard = (np.isfinite(aa) & np.isfinite(ab) & (aa != 0) & (ab != 0)
+                  & ((np.abs(p) < _TINY) | ~fin | (aa >= _BIG) | (ab >= _BIG)))
+    t, cls = _fix_slow(t, cls, hazard, _slow_mul, a.reshape(t.shape), b.reshape(t.shape))
+    return t.reshape(a.shape), (None if cls is None else cls.reshape(a.shape))
+
+
+def _slow_fma(a, b, c):
+    if not all(math.isfinite(v) for v in (a, b, c)):
+        with np.errstate(invalid="ignore"):
+            return float(np.float64(a) * b + c), 0
+    fr = Fraction(a) * Fraction(b) + Fraction(c)
+    if fr == 0:
+        return 0.0, 0
+    return fraction_to_sticky(fr)
+
+
+def exact_fma(a, b, c, exact_product_in_float64=False):
+    """Exact ``a * b + c`` as ``(t, cls)``.
+
+    Formats up to fp32: the product is exact, so this is one ``two_sum``.
+    Wider formats (fp64): TwoProd + TwoSum give ``hi + m + l`` with the tail
+    l deciding ties only; elements where Dekker's product is not exact go
+    through Fractions.  Zero results are +0 here (the caller fixes signs).
+    """
+    a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, c)))
+    shape = a.shape
+    a, b, c = (np.atleast_1d(v).reshape(-1) for v in (a, b, c))
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        if exact_product_in_float64:
+            t, cls = exact_sum(a * b, c)
+            return t.reshape(shape), (None if cls is None else cls.reshape(shape))
+        p, pe = two_prod(a, b)
+        h, e2 = two_sum(p, c)
+        m, l = two_sum(pe, e2)
+        h2, m2 = two_sum(h, m)
+        fin = np.isfinite(h2)
+        t, cls = to_sticky(h2, np.where(fin, m2, 0.0), np.where(fin, l, 0.0))
+        aa, ab, ac = np.abs(a), np.abs(b), np.abs(c)
+        finite_in = np.isfinite(aa) & np.isfinite(ab) & np.isfinite(ac)
+        hazard = finite_in & (((aa != 0) & (ab != 0) & ((np.abs(p) < _TINY) | (aa >= _BIG)
+                                                         | (ab >= _BIG)))
+                              | ~fin | (ac >= _BIG) | ~np.isfinite(p))
+    t, cls = _fix_slow(t, cls, hazard, _slow_fma, a, b, c)
+    return t.reshape(shape), (None if cls is None else cls.reshape(shape))
+
+
+def _slow_div(a, b):
+    if not (math.isfinite(a) and math.isfinite(b)) or a == 0 or b == 0:
+        with np.errstate(all="ignore"):
+            return float(np.float64(a) / b), 0
+    return fraction_to_sticky(Fraction(a) / Fraction(b))
+
+
+def exact_quotient(a, b):
+    """Exact ``a / b`` as ``(t, cls)``.
+
+    q = fl(a / b); the residual r = a - q*b is a float64 computed exactly
+    (TwoProd, then a - p exact by Sterbenz), and its sign says on which side
+    of q the quotient lies.  A quotient of two float64 numbers is never
+    exactly halfway between two float64 numbers, so the class is 1 (beyond q)
+    or 3 (just short of q: t is the next float64 toward zero).  Elements near
+    the float64 range limits go through Fractions.  Specials follow IEEE via
+    numpy (x/0 = signed Inf, 0/0 and Inf/Inf = NaN).
+    """
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    shape = a.shape
+    a, b = np.atleast_1d(a).reshape(-1), np.atleast_1d(b).reshape(-1)
+    with np.errstate(all="ignore"):
+        q = a / b
+        p, pe = two_prod(q, b)
+        r = (a - p) - pe
+        ok = np.isfinite(q) & (q != 0) & np.isfinite(a) & np.isfinite(b)
+        aa, ab, aq = np.abs(a), np.abs(b), np.abs(q)
+        hazard = (np.isfinite(a) & np.isfinite(b) & (a != 0) & (b != 0)
+                  & ((aq < 2.0 ** -960) | (aa < 2.0 ** -960) | (aq >= _BIG) | (ab >= _BIG)
+                     | (aa >= _BIG) | ~np.isfinite(q) | (q == 0)))
+        inexact = ok & ~hazard & (r != 0)
+    cls = None
+    t = q.copy()
+    if inexact.any():
+        cls = np.zeros(q.shape, np.uint8)
+        beyond = np.sign(r) * np.sign(b) * np.sign(q) > 0
+        short = inexact & ~beyond
+        t[short] = np.nextafter(q[short], 0.0)
+        cls[inexact] = np.where(beyond[inexact], 1, 3)
+    t, cls = _fix_slow(t, cls, hazard, _slow_div, a, b)
+    return t.reshape(shape), (None if cls is None else cls.reshape(shape))
+
+
+def _sqrt_rz(x):
+    """RZ float64 and remainder class of sqrt(x) for one positive finite float, with integers."""
+    num, den = Fraction(x).as_integer_ratio()
+    # sqrt(num/den) = sqrt(num*den)/den; scale so the integer root has >= 60 bits
+    k = max(0, 130 - (num * den).bit_length())
+    k += k & 1
+    n = (num * den) << k
+    s = math.isqrt(n)
+    extra = n != s * s
+    t, cls = fraction_to_sticky(Fraction(s, den << (k // 2)))
+    if extra:
+        cls = {0: 1, 1: 1, 2: 3, 3: 3}[cls]
+    return t, cls
+
+
+def exact_sqrt(x):
+    """Exact ``sqrt(x)`` as ``(t, cls)`` for float64 x.
+
+    q = fl(sqrt(x)); the residual x - q*q is computed exactly (TwoProd), its
+    sign places the root; a square root is never a float64 midpoint, so the
+    class is 1 or 3.  Inputs outside [2**-960, 2**990] are scaled by an even
+    power of two first (exact for square roots).  sqrt(-0) = -0,
+    sqrt(negative) = NaN, sqrt(+Inf) = +Inf.
+    """
+    x = np.asarray(x, np.float64)
+    shape = x.shape
+    x = np.atleast_1d(x).reshape(-1)
+    with np.errstate(all="ignore"):
+        ok = np.isfinite(x) & (x > 0)
+        small = ok & (x < 2.0 ** -960)
+        large = ok & (x > 2.0 ** 990)
+        xs = np.where(small, x * 2.0 ** 1000, np.where(large, x * 2.0 ** -100, x))
+        q = np.sqrt(xs)
+        p, pe = two_prod(q, q)
+        r = (xs - p) - pe
+        inexact = ok & (r != 0)
+    t = q.copy()
+    cls = None
+    if inexact.any():
+        cls = np.zeros(x.shape, np.uint8)
+        short = inexact & (r < 0)
+        t[short] = np.nextafter(q[short], 0.0)
+        cls[inexact] = np.where(r[inexact] > 0, 1, 3)
+    # undo the scaling: multiplying by a power of two is exact (results stay normal)
+    t = np.where(small, t * 2.0 ** -500, np.where(large, t * 2.0 ** 50, t))
+    return t.reshape(shape), (None if cls is None else cls.reshape(shape))

@@ -1,0 +1,655 @@
+"""Elementwise arithmetic in a format, and ``FPArray``, an array that lives in one.
+
+Every operation here follows one rule: the operands are first cast to ``fmt``
+(with the same ``rounding``, ``overflow``, ``ftz``, ``daz`` and ``rng``
+options as ``ff.cast``); the *exact* result of the operation on those values
+is then rounded once to ``fmt`` by the library's one rounding routine.  Where
+float64 cannot hold the exact result, it is handed over as a float64 truncated
+toward zero plus a remainder class (see ``floatfmt.eft``), so ``fma`` rounds
+once from the exact ``a*b + c`` and ``div`` / ``sqrt`` are correctly rounded
+in every mode.  This holds for every format, fp64 included (fp64 products,
+quotients and fma results near the ends of the float64 range take a slow exact
+path through ``fractions.Fraction``).
+
+Special values follow IEEE 754: ``Inf - Inf``, ``0 * Inf``, ``0 / 0``,
+``Inf / Inf`` and ``sqrt`` of a negative number give NaN; ``x / 0`` gives a
+signed Inf; an exact zero sum of nonzero terms (or of ``+0`` and ``-0``) is
+``+0`` in every mode but ``down``, where it is ``-0``.  Formats without Inf
+treat an infinite result as an overflow and apply their overflow policy
+(``fp8_e4m3``: NaN; ``fp6`` / ``fp4``: saturate to +-max).  Formats without
+NaN (``fp6_*``, ``fp4_e2m1``, integers) cannot hold the result of an invalid
+operation: those raise ``ValueError`` (as does NaN input), never a silent
+wrong number.
+
+``daz`` here means: operands that are subnormal in ``fmt`` count as zero.
+
+Scalars in give Python floats out; arrays broadcast (numpy rules) and give
+float64 arrays whose values are in ``fmt``.
+
+>>> add(1.0, 0.0001, "fp16")
+1.0
+>>> add(1.0, 0.0001, "fp32") != 1.0
+True
+>>> mul(3.0, 1/3, "bf16"), div(1.0, 3.0, "bf16"), sqrt(2.0, "fp8_e4m3")
+(1.0, 0.333984375, 1.375)
+>>> fma(1.0 + 2**-10, 1.0 - 2**-10, -1.0, "fp16")   # exact -2**-20, no rounding of a*b first
+-9.5367431640625e-07
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import eft
+from .cast import round_exact
+from .exact import holds, to_exact
+from .formats import Format, get_format
+from .rounding import make_rng, resolve_mode, resolve_overflow, round_values
+
+__all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "maximum",
+           "FPArray", "array", "scalar", "promote_formats"]
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class _Ctx:
+    """Resolved options of one call."""
+
+    fmt: Format
+    mode: str
+    policy: str
+    ftz: bool
+    daz: bool
+    rng: object
+    sr_bits: int | None
+    rounding: str
+    overflow: object
+
+    def round(self, t, cls=None):
+        return round_values(t, self.fmt, self.mode, self.policy, ftz=self.ftz, rng=self.rng,
+                            sr_bits=self.sr_bits, sticky=cls)
+
+
+def _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits=None) -> _Ctx:
+    fmt = get_format(fmt)
+    mode = resolve_mode(rounding)
+    policy = resolve_overflow(overflow, fmt)
+    if mode == "stochastic":
+        rng = make_rng(rng)  # one generator for every operand and the result
+    elif sr_bits is not None:
+        raise ValueError("sr_bits applies to rounding='stochastic' only")
+    return _Ctx(fmt, mode, policy, bool(ftz), bool(daz), rng, sr_bits, rounding, overflow)
+
+
+def _operand(x, ctx: _Ctx, what="operand"):
+    """(float64 values of x cast to ctx.fmt, was-scalar)."""
+    if isinstance(x, FPArray):
+        if x.fmt == ctx.fmt and not ctx.daz:
+            return x._v, x.ndim == 0
+        x = x._v
+    ex = to_exact(x)
+    v = round_exact(ex, ctx.fmt, ctx.rounding, ctx.overflow, ctx.ftz, False, ctx.rng, ctx.sr_bits)
+    v = np.asarray(v, np.float64)
+    fmt = ctx.fmt
+    if ctx.daz and fmt.kind == "float" and fmt.subnormals:
+        tiny = (np.abs(v) < fmt.smallest_normal) & (v != 0)
+        if tiny.any():
+            v = np.where(tiny, np.copysign(0.0, v), v)
+    if not fmt.has_nan or fmt.kind == "int":
+        if np.isnan(v).any():
+            raise ValueError(f"{fmt.name} has no NaN, but an {what} is NaN")
+    return v, ex.scalar
+
+
+def _finish(r, scalar):
+    return float(r) if scalar else r
+
+
+def _check_invalid(t, ctx: _Ctx, opname):
+    if (not ctx.fmt.has_nan or ctx.fmt.kind == "int") and np.isnan(t).any():
+        raise ValueError(
+            f"{opname} in {ctx.fmt.name} has an invalid result (such as 0/0, Inf - Inf, 0 * Inf "
+            f"or sqrt of a negative number) and {ctx.fmt.name} has no NaN to hold it")
+
+
+def _zero_signs(t, cls, x, y, mode):
+    """IEEE sign of exact zero sums x + y: -0 only for (-0) + (-0), or in mode 'down'
+    for any exact zero except (+0) + (+0)."""
+    exact_zero = t == 0
+    if cls is not None:
+        exact_zero &= cls == 0
+    if not exact_zero.any():
+        return t
+    x_pz = (x == 0) & ~np.signbit(x)
+    y_pz = (y == 0) & ~np.signbit(y)
+    both_neg_zero = (x == 0) & (y == 0) & np.signbit(x) & np.signbit(y)
+    neg = both_neg_zero if mode != "down" else ~(x_pz & y_pz)
+    t = np.where(exact_zero, np.where(neg, -0.0, 0.0), t)
+    return t
+
+
+# ---------------------------------------------------------------------------------------------
+def add(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
+        sr_bits=None):
+    """``a + b`` in ``fmt``: operands cast to ``fmt``, the exact sum rounded once.
+
+    >>> add(1.0, 0.0001, "fp16"), add(1.0, 0.0001, "fp32")
+    (1.0, 1.000100016593933)
+    >>> add(1.0, -1.0, "fp16"), add(1.0, -1.0, "fp16", rounding="down")
+    (0.0, -0.0)
+    """
+    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
+    return _finish(_add_values(x, y, ctx, "add"), sx and sy)
+
+
+def _add_values(x, y, ctx, opname):
+    x, y = np.broadcast_arrays(x, y)
+    t, cls = eft.exact_sum(x, y)
+    _check_invalid(t, ctx, opname)
+    t = _zero_signs(t, cls, x, y, ctx.mode)
+    return ctx.round(t, cls)
+
+
+def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
+        sr_bits=None):
+    """``a - b`` in ``fmt`` (the exact difference rounded once).
+
+    >>> sub(1.0, 2**-12, "fp16"), sub(1.0, 2**-12, "fp16", rounding="down")
+    (1.0, 0.99951171875)
+    """
+    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
+    return _finish(_add_values(x, -y, ctx, "sub"), sx and sy)
+
+
+def mul(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
+        sr_bits=None):
+    """``a * b`` in ``fmt`` (the exact product rounded once; 0 * Inf is NaN).
+
+    >>> mul(0.1, 0.1, "bf16"), mul(300.0, 300.0, "fp16")
+    (0.010009765625, inf)
+    """
+    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
+    t, cls = eft.exact_product(x, y, eft.product_is_exact(ctx.fmt))
+    _check_invalid(t, ctx, "mul")
+    return _finish(ctx.round(t, cls), sx and sy)
+
+
+def div(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
+        sr_bits=None):
+    """``a / b`` in ``fmt``, correctly rounded in every mode.
+
+    The float64 quotient and the exact sign of its residual ``a - q*b``
+    (computed error-free) locate the true quotient, so it is rounded once.
+    ``x / 0`` is a signed Inf (then the format's overflow policy), ``0 / 0``
+    and ``Inf / Inf`` are NaN.
+
+    >>> div(1.0, 3.0, "fp16"), div(1.0, 3.0, "fp16", rounding="up"), div(-1.0, 0.0, "fp16")
+    (0.333251953125, 0.33349609375, -inf)
+    """
+    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
+    t, cls = eft.exact_quotient(x, y)
+    _check_invalid(t, ctx, "div")
+    return _finish(ctx.round(t, cls), sx and sy)
+
+
+def sqrt(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
+         sr_bits=None):
+    """Square root in ``fmt``, correctly rounded in every mode; sqrt(-0) = -0,
+    sqrt of a negative number is NaN.
+
+    >>> sqrt(2.0, "bf16"), sqrt(2.0, "bf16", rounding="up"), sqrt(-0.0, "fp16")
+    (1.4140625, 1.421875, -0.0)
+    """
+    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    x, sx = _operand(a, ctx)
+    t, cls = eft.exact_sqrt(x)
+    _check_invalid(t, ctx, "sqrt")
+    return _finish(ctx.round(t, cls), sx)
+
+
+def fma(a, b, c, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
+        sr_bits=None):
+    """Fused multiply-add ``a*b + c`` in ``fmt``: one rounding of the exact value.
+
+    >>> a, b = 1 + 2**-10, 1 - 2**-10            # a*b = 1 - 2**-20, not an fp16 value
+    >>> fma(a, b, -1.0, "fp16"), add(mul(a, b, "fp16"), -1.0, "fp16")
+    (-9.5367431640625e-07, 0.0)
+    """
+    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    (x, sx), (y, sy), (z, sz) = _operand(a, ctx), _operand(b, ctx), _operand(c, ctx)
+    x, y, z = np.broadcast_arrays(x, y, z)
+    t, cls = eft.exact_fma(x, y, z, eft.product_is_exact(ctx.fmt))
+    _check_invalid(t, ctx, "fma")
+    if (t == 0).any():
+        # stand-in for the exact product: a signed zero where it is zero, else 1
+        p = np.where((x == 0) | (y == 0), np.where(np.signbit(x) ^ np.signbit(y), -0.0, 0.0), 1.0)
+        t = _zero_signs(t, cls, p, z, ctx.mode)
+    return _finish(ctx.round(t, cls), sx and sy and sz)
+
+
+def _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, fn, name):
+    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng)
+    x, sx = _operand(a, ctx)
+    t = fn(x)
+    _check_invalid(t, ctx, name)
+    return _finish(ctx.round(t), sx)
+
+
+def neg(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
+    """``-a`` in ``fmt`` (exact for signed float formats; int8 ``-(-128)`` follows the
+    overflow policy).
+
+    >>> neg(0.1, "bf16"), neg(-128, "int8")
+    (-0.10009765625, 127.0)
+    """
+    return _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, np.negative, "neg")
+
+
+def abs(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):  # noqa: A001
+    """``|a|`` in ``fmt``.
+
+    >>> abs(-0.1, "fp16")
+    0.0999755859375
+    """
+    return _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, np.abs, "abs")
+
+
+def _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, is_min):
+    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng)
+    (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
+    x, y = np.broadcast_arrays(x, y)
+    with np.errstate(invalid="ignore"):
+        r = np.where(x < y, x, y) if is_min else np.where(x > y, x, y)
+        both_zero = (x == 0) & (y == 0)
+        if both_zero.any():
+            sx_, sy_ = np.signbit(x), np.signbit(y)
+            negz = (sx_ | sy_) if is_min else (sx_ & sy_)
+            r = np.where(both_zero, np.where(negz, -0.0, 0.0), r)
+        r = np.where(np.isnan(x) | np.isnan(y), np.nan, r)
+    return _finish(np.array(r, np.float64), sx and sy)
+
+
+def minimum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
+    """Elementwise minimum of ``a`` and ``b`` cast to ``fmt`` (IEEE 754-2019
+    ``minimum``: NaN if either is NaN, and -0 < +0).
+
+    >>> minimum(0.0, -0.0, "fp16"), minimum(0.1, 0.2, "bf16")
+    (-0.0, 0.10009765625)
+    """
+    return _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, True)
+
+
+def maximum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
+    """Elementwise maximum of ``a`` and ``b`` cast to ``fmt`` (NaN if either is NaN,
+    +0 > -0).
+
+    >>> maximum(0.0, -0.0, "fp16"), maximum([1, 5], 3, "fp8_e4m3")
+    (0.0, array([3., 5.]))
+    """
+    return _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, False)
+
+
+# ---------------------------------------------------------------------------------------------
+_CHAIN = ("fp16", "bf16", "fp32", "fp64")
+
+
+def promote_formats(f1, f2) -> Format:
+    """Result format of an operation between arrays of two formats.
+
+    Follows PyTorch's type promotion where PyTorch has a rule, and extends it
+    the same way where it has none: if one format holds every value of the
+    other, that one; otherwise the first of fp16, bf16, fp32, fp64 that holds
+    both.
+
+    ==========  ==========  ========
+    left        right       result
+    ==========  ==========  ========
+    fp16        bf16        fp32      (as torch.float16 + torch.bfloat16)
+    fp16        fp32        fp32
+    bf16        fp32        fp32
+    any         fp64        fp64
+    tf32        fp16, bf16  tf32      (tf32 holds both)
+    tf32        fp32        fp32
+    fp8_e4m3    fp8_e5m2    fp16      (PyTorch refuses to mix fp8 types)
+    fp8_*       fp16        fp16
+    fp8_*       bf16        bf16
+    fp4 / fp6   any float   the wider one
+    int8        fp16        fp16      (as torch)
+    int8        uint8       fp16      (torch gives int16, which floatfmt lacks)
+    ==========  ==========  ========
+
+    >>> promote_formats("bf16", "fp16").name, promote_formats("fp8_e4m3", "fp8_e5m2").name
+    ('fp32', 'fp16')
+    """
+    f1, f2 = get_format(f1), get_format(f2)
+    if f1 == f2:
+        return f1
+    if holds(f1, f2) or (f1.kind == f2.kind == "int" and _int_holds(f1, f2)):
+        return f1
+    if holds(f2, f1) or (f1.kind == f2.kind == "int" and _int_holds(f2, f1)):
+        return f2
+    for name in _CHAIN:
+        g = get_format(name)
+        if holds(g, f1) and holds(g, f2):
+            return g
+    raise TypeError(f"no format holds both {f1.name} and {f2.name}; cast one of them first")
+
+
+def _int_holds(big: Format, small: Format) -> bool:
+    return big.min <= small.min and big.max >= small.max
+
+
+def _opts_kwargs(o):
+    return dict(rounding=o["rounding"], overflow=o["overflow"], ftz=o["ftz"], daz=o["daz"],
+                rng=o["rng"])
+
+
+class FPArray:
+    """A numpy array whose values are in one number format, with arithmetic in that format.
+
+    Make one with ``ff.array(values, "fp16", rounding=...)`` or ``ff.scalar``.
+    Every operator rounds its exact result once to the array's format
+    (``+ - * /``, ``@``, ``**2``, unary ``-``, ``abs``), with the array's
+    rounding options.  Python and numpy numbers and arrays mix in as operands
+    and are cast to the format first.  Two FPArrays of different formats are
+    first cast (exactly) to ``promote_formats(f1, f2)`` (bf16 with fp16 gives
+    fp32, as in PyTorch); the options of the left operand are used.
+
+    ``x @ y`` accumulates in fp32 (or in the format itself when it is wider)
+    and rounds the result to the array's format, as a GPU GEMM with fp32
+    compute does; ``x.sum()`` rounds every partial sum to the format (use
+    ``x.sum(acc_fmt="fp32")``, ``order="kahan"`` ... to change that).
+
+    Attributes: ``.values`` (float64 copy), ``.codes`` (bit patterns),
+    ``.fmt`` (the ``Format``), ``.shape``, ``.ndim``, ``.size``.
+    Comparisons return numpy booleans.
+
+    >>> import floatfmt as ff
+    >>> ff.scalar(1.0, "fp16") + 0.0001          # the update vanishes
+    FPArray(1.0, fmt='fp16')
+    >>> x = ff.array([0.1, 0.2, 0.3], "bf16")
+    >>> x
+    FPArray([0.10009765625, 0.2001953125, 0.30078125], fmt='bf16')
+    >>> (x * 10).values.tolist(), x.codes.tolist()
+    ([1.0, 2.0, 3.0], [15821, 15949, 16026])
+    """
+
+    __array_ufunc__ = None  # numpy defers to our reflected operators
+    __hash__ = None
+
+    def __init__(self, values, fmt, rounding="nearest_even", overflow=None, ftz=False,
+                 daz=False, rng=None):
+        ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng)
+        if isinstance(values, FPArray):
+            values = values._v
+        v, _ = _operand(values, ctx, "input")
+        self._v = np.array(v, np.float64)
+        self._v.setflags(write=False)
+        self.fmt = ctx.fmt
+        self._o = {"rounding": ctx.mode, "overflow": overflow, "ftz": bool(ftz),
+                   "daz": bool(daz), "rng": ctx.rng}
+
+    @classmethod
+    def _wrap(cls, values, fmt: Format, opts: dict) -> "FPArray":
+        obj = cls.__new__(cls)
+        obj._v = np.array(values, np.float64)
+        obj._v.setflags(write=False)
+        obj.fmt = fmt
+        obj._o = dict(opts)
+        return obj
+
+    # --- views ---------------------------------------------------------------------------
+    @property
+    def values(self) -> np.ndarray:
+        """The values as a float64 array (a copy)."""
+        return self._v.copy()
+
+    @property
+    def codes(self):
+        """The bit patterns (see ``ff.encode``)."""
+        from .codec import values_to_codes
+        c = values_to_codes(self._v, self.fmt)
+        return int(c) if self.ndim == 0 else c
+
+    @property
+    def shape(self):
+        return self._v.shape
+
+    @property
+    def ndim(self):
+        return self._v.ndim
+
+    @property
+    def size(self):
+        return self._v.size
+
+    @property
+    def T(self):
+        return FPArray._wrap(self._v.T, self.fmt, self._o)
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d FPArray")
+        return len(self._v)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d FPArray")
+        for i in range(len(self._v)):
+            yield self[i]
+
+    def __getitem__(self, idx):
+        return FPArray._wrap(self._v[idx], self.fmt, self._o)
+
+    def __setitem__(self, idx, value):
+        v = self._cast_other(value)
+        new = self._v.copy()
+        new[idx] = v
+        new.setflags(write=False)
+        self._v = new
+
+    def __array__(self, dtype=None, copy=None):
+        return self._v.astype(dtype) if dtype is not None else self._v.copy()
+
+    def __float__(self):
+        return float(self._v)
+
+    def __int__(self):
+        return int(self._v)
+
+    def __bool__(self):
+        return bool(self._v)
+
+    def tolist(self):
+        return self._v.tolist()
+
+    def astype(self, fmt, **options) -> "FPArray":
+        """The same values cast to another format (options default to this array's)."""
+        opts = {**self._o, **options}
+        return FPArray(self._v, fmt, **_opts_kwargs(opts))
+
+    def __repr__(self):
+        opts = "" if self._o["rounding"] == "nearest_even" else f", rounding={self._o['rounding']!r}"
+        if self.ndim == 0:
+            body = repr(float(self._v))
+        else:
+            body = np.array2string(self._v, separator=", ", prefix="FPArray(", threshold=200,
+                                   formatter={"float_kind": lambda v: repr(float(v))})
+        return f"FPArray({body}, fmt={self.fmt.name!r}{opts})"
+
+    def explain(self, **kwargs):
+        """Bit-level explanation of the values (delegates to ``floatfmt.explain``)."""
+        if importlib.util.find_spec("floatfmt.explain") is None:
+            raise NotImplementedError("FPArray.explain needs floatfmt.explain, which this "
+                                      "installation does not have yet")
+        mod = importlib.import_module("floatfmt.explain")
+        v = float(self._v) if self.ndim == 0 else self._v
+        return mod.explain(v, self.fmt, **kwargs)
+
+    # --- arithmetic ----------------------------------------------------------------------
+    def _cast_other(self, other):
+        ctx = _ctx(self.fmt, **_opts_kwargs(self._o))
+        v, _ = _operand(other, ctx)
+        return v
+
+    def _binary(self, other, fn, reflected=False):
+        if isinstance(other, FPArray):
+            fmt = promote_formats(self.fmt, other.fmt)
+            x, y = self._v, other._v  # both exact in fmt
+        elif isinstance(other, (int, float, complex, np.generic, np.ndarray, list, tuple)) \
+                or hasattr(other, "as_integer_ratio"):
+            fmt, x, y = self.fmt, self._v, other
+        else:
+            return NotImplemented
+        if reflected:
+            x, y = y, x
+        r = fn(x, y, fmt, **_opts_kwargs(self._o))
+        return FPArray._wrap(r, fmt, self._o)
+
+    def __add__(self, o):
+        return self._binary(o, add)
+
+    def __radd__(self, o):
+        return self._binary(o, add, True)
+
+    def __sub__(self, o):
+        return self._binary(o, sub)
+
+    def __rsub__(self, o):
+        return self._binary(o, sub, True)
+
+    def __mul__(self, o):
+        return self._binary(o, mul)
+
+    def __rmul__(self, o):
+        return self._binary(o, mul, True)
+
+    def __truediv__(self, o):
+        return self._binary(o, div)
+
+    def __rtruediv__(self, o):
+        return self._binary(o, div, True)
+
+    def __matmul__(self, o):
+        return self._binary(o, _matmul_op)
+
+    def __rmatmul__(self, o):
+        return self._binary(o, _matmul_op, True)
+
+    def __pow__(self, n):
+        if isinstance(n, (int, float, np.integer, np.floating)):
+            if n == 2:
+                return FPArray._wrap(mul(self._v, self._v, self.fmt, **_opts_kwargs(self._o)),
+                                     self.fmt, self._o)
+            if n == 1:
+                return FPArray._wrap(self._v, self.fmt, self._o)
+            if n == 0.5:
+                return FPArray._wrap(sqrt(self._v, self.fmt, **_opts_kwargs(self._o)),
+                                     self.fmt, self._o)
+            if n == -1:
+                return FPArray._wrap(div(1.0, self._v, self.fmt, **_opts_kwargs(self._o)),
+                                     self.fmt, self._o)
+        raise ValueError(f"FPArray supports ** with 2, 1, 0.5 and -1 (each one correctly "
+                         f"rounded operation), not {n!r}; chain * for other powers")
+
+    def __neg__(self):
+        return FPArray._wrap(neg(self._v, self.fmt, **_opts_kwargs(self._o)), self.fmt, self._o)
+
+    def __pos__(self):
+        return FPArray._wrap(self._v, self.fmt, self._o)
+
+    def __abs__(self):
+        return FPArray._wrap(abs(self._v, self.fmt, **_opts_kwargs(self._o)), self.fmt, self._o)
+
+    def _cmp(self, other, op):
+        y = other._v if isinstance(other, FPArray) else self._cast_other(other)
+        with np.errstate(invalid="ignore"):
+            r = op(self._v, y)
+        return bool(r) if np.ndim(r) == 0 else r
+
+    def __eq__(self, o):
+        return self._cmp(o, np.equal)
+
+    def __ne__(self, o):
+        return self._cmp(o, np.not_equal)
+
+    def __lt__(self, o):
+        return self._cmp(o, np.less)
+
+    def __le__(self, o):
+        return self._cmp(o, np.less_equal)
+
+    def __gt__(self, o):
+        return self._cmp(o, np.greater)
+
+    def __ge__(self, o):
+        return self._cmp(o, np.greater_equal)
+
+    # --- reductions ----------------------------------------------------------------------
+    def sum(self, axis=None, acc_fmt=None, order="sequential", **kwargs) -> "FPArray":
+        """Sum with ``ff.sum`` (partial sums in ``acc_fmt``, default this format); the
+        result is an FPArray in ``acc_fmt``.
+
+        >>> import floatfmt as ff
+        >>> x = ff.array([1.0] + [2**-11] * 8, "fp16")
+        >>> float(x.sum()), float(x.sum(acc_fmt="fp32")), float(x.sum(order="kahan"))
+        (1.0, 1.00390625, 1.00390625)
+        """
+        from .accumulate import sum as _sum
+        opts = {**_opts_kwargs(self._o), **kwargs}
+        r = _sum(self._v, self.fmt, acc_fmt=acc_fmt, order=order, axis=axis, **opts)
+        out = get_format(kwargs.get("out_fmt") or acc_fmt or self.fmt)
+        return FPArray._wrap(r, out, self._o)
+
+    def matmul(self, other, **kwargs) -> "FPArray":
+        """``ff.matmul(self, other, self.fmt, **kwargs)`` as an FPArray in the result's format
+        (``out_fmt``, else ``acc_fmt``, else fp32)."""
+        from .accumulate import matmul as _mm
+        y = other._v if isinstance(other, FPArray) else other
+        r = _mm(self._v, y, self.fmt, **kwargs)
+        out = get_format(kwargs.get("out_fmt") or kwargs.get("acc_fmt", "fp32"))
+        if kwargs.get("model") is not None and kwargs.get("out_fmt") is None:
+            out = get_format(kwargs.get("acc_fmt", "fp32"))
+        return FPArray._wrap(r, out, self._o)
+
+
+def _matmul_op(x, y, fmt, rounding, overflow, ftz, daz, rng):
+    from .accumulate import matmul as _mm
+    fmt = get_format(fmt)
+    acc = fmt if (fmt.kind == "float" and holds(fmt, get_format("fp32"))) else "fp32"
+    return _mm(x, y, fmt, acc_fmt=acc, out_fmt=fmt, rounding=rounding, overflow=overflow,
+               ftz=ftz, daz=daz, rng=rng)
+
+
+def array(values, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
+          rng=None) -> FPArray:
+    """An ``FPArray``: ``values`` cast to ``fmt`` (same options as ``ff.cast``), with
+    arithmetic in ``fmt``.
+
+    >>> array([1, 2, 3], "fp8_e4m3") / 3
+    FPArray([0.34375, 0.6875, 1.0], fmt='fp8_e4m3')
+    """
+    return FPArray(values, fmt, rounding, overflow, ftz, daz, rng)
+
+
+def scalar(value, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
+           rng=None) -> FPArray:
+    """A 0-d ``FPArray`` holding one number cast to ``fmt``.
+
+    >>> scalar(1.0, "fp16") + 0.0001, scalar(1.0, "fp32") + 0.0001
+    (FPArray(1.0, fmt='fp16'), FPArray(1.000100016593933, fmt='fp32'))
+    """
+    x = FPArray(value, fmt, rounding, overflow, ftz, daz, rng)
+    if x.ndim != 0:
+        raise TypeError(f"scalar() takes one number, not an array of shape {x.shape}; "
+                        "use array()")
+    return x
+
