@@ -253,7 +253,7 @@ _ALIASES: dict[str, str] = {
     "int8_t": "int8", "uint8_t": "uint8",
 }
 
-_PATTERN = re.compile(r"^(?:fp\d+_)?e(\d+)m(\d+)(fnuz|fn)?(?:b(\d+))?$")
+_PATTERN = re.compile(r"^(?:fp(\d+)_)?e(\d+)m(\d+)(fnuz|fn)?(?:b(\d+))?$")
 
 
 def formats() -> list[str]:
@@ -275,10 +275,12 @@ def _parse_pattern(key: str) -> Format | None:
     m = _PATTERN.match(key)
     if not m:
         return None
-    e, mb, variant, bias = int(m[1]), int(m[2]), m[3], m[4]
+    width, e, mb, variant, bias = m[1], int(m[2]), int(m[3]), m[4], m[5]
     bias = int(bias) if bias is not None else None
     if not 2 <= e <= 11 or not 0 <= mb <= 52:
         raise ValueError(f"format {key!r}: exponent width must be 2..11 and mantissa 0..52")
+    if width is not None and int(width) != 1 + e + mb:
+        raise _unknown_format(key, f"e{e}m{mb} has {1 + e + mb} bits, not {width}.")
     if variant == "fnuz":
         fmt = Format(key, e, mb, bias if bias is not None else 1 << (e - 1), inf=False,
                      nan="negative_zero")
@@ -334,8 +336,13 @@ def get_format(fmt) -> Format:
     parsed = _parse_pattern(key)
     if parsed is not None:
         return parsed
+    raise _unknown_format(name)
+
+
+def _unknown_format(name: str, reason: str = "") -> ValueError:
     known = sorted(set(_REGISTRY) | set(_ALIASES))
-    close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
+    close = difflib.get_close_matches(name.strip().lower(), known, n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    raise ValueError(f"unknown format {name!r}.{hint} Valid formats: {', '.join(_REGISTRY)} "
-                     "(or 'eXmY', 'eXmYfn', 'eXmYfnuz').")
+    what = f"format {name!r}: {reason}" if reason else f"unknown format {name!r}."
+    return ValueError(f"{what}{hint} Valid formats: {', '.join(_REGISTRY)} "
+                      "(or 'eXmY', 'eXmYfn', 'eXmYfnuz').")
