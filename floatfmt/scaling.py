@@ -1,0 +1,1336 @@
+"""Scaling and quantisation: INT8 / FP8 / MX / NVFP4, loss scaling, master weights.
+
+Everything here divides by a scale and hands the exact quotient to the one
+rounding routine (``floatfmt.rounding.round_values``); nothing rounds on its own.
+
+Conventions (PyTorch's): a quantised tensor holds codes ``q``, a ``scale`` and a
+``zero_point`` with ``x ~ (q - zero_point) * scale``, so
+
+* integers (``int8 uint8 int4 uint4``): ``q = clamp(round(x / scale) + zero_point)``;
+* float elements (``fp8_e4m3``, ``fp8_e5m2``, ``fp6_*``, ``fp4_e2m1``): ``q = round(x / scale)``
+  to the format, saturating at its largest finite value;
+* OCP MX blocks (``mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4_e2m1 mxint8``):
+  blocks of 32 along ``axis`` share a power-of-two scale ``2**E`` stored as E8M0;
+* ``nvfp4``: E2M1 elements in blocks of 16, an E4M3 block scale and an fp32 tensor scale.
+
+Scales other than MX's powers of two are stored as fp32 values (rounded once with
+``cast``), as real kernels keep them.  Quotients ``x / scale`` are rounded once:
+exactly-representable cases are divided directly, others carry their remainder
+class to the rounding routine (see ``_exact_quotient``).
+
+    >>> import floatfmt as ff
+    >>> q = ff.quantize([0.5, -1.0, 0.25], "int8")
+    >>> q.codes.tolist(), q.scale
+    ([64, -127, 32], 0.007874015718698502)
+    >>> ff.fake_quant([0.1, 0.3, 7.0], "mxfp4_e2m1").tolist()
+    [0.0, 0.5, 6.0]
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from .cast import cast
+from .codec import codes_to_values, values_to_codes
+from .exact import _fraction_rz, _parse_string, to_exact
+from .formats import Format, get_format
+from .rounding import make_rng, resolve_mode, round_values
+
+__all__ = ["quantize", "dequantize", "fake_quant", "QuantizedTensor", "int_matmul",
+           "IntMatmulResult", "DelayedScaling", "LossScaler", "compare_quantization",
+           "quantization_error", "master_weights_demo", "MX_FORMATS", "mx_shared_exponent",
+           "SCALE_ROUNDINGS", "CALIBRATIONS"]
+
+_FP32 = get_format("fp32")
+_E8M0 = get_format("e8m0")
+_E4M3 = get_format("fp8_e4m3")
+_WIDE_INT = Format("int62", kind="int", bits=62)  # holds round(x / scale) before the clamp
+
+#: OCP MX v1.0 block formats: name -> (element format, block size).  The element
+#: format's ``emax`` is the ``emax_elem`` of the spec (8, 15, 2, 4, 2; 0 for INT8).
+MX_FORMATS = {
+    "mxfp8_e4m3": "fp8_e4m3", "mxfp8_e5m2": "fp8_e5m2", "mxfp6_e2m3": "fp6_e2m3",
+    "mxfp6_e3m2": "fp6_e3m2", "mxfp4_e2m1": "fp4_e2m1", "mxint8": "int8",
+}
+_MX_ALIASES = {"mxfp8": "mxfp8_e4m3", "mxfp6": "mxfp6_e2m3", "mxfp4": "mxfp4_e2m1",
+               "mxfp8_e4m3fn": "mxfp8_e4m3", "mxint": "mxint8"}
+_MX_BLOCK = 32
+_MXINT8_SHIFT = 6  # MXINT8 element = two's-complement int8 * 2**-6
+_NV_BLOCK = 16
+
+#: Shared-exponent rules for MX scales (see ``mx_shared_exponent``).
+SCALE_ROUNDINGS = ("floor", "ceil", "even", "rceil")
+#: Calibration methods for integer and per-tensor float scales.
+CALIBRATIONS = ("max", "percentile", "mse")
+_SCHEMES = ("symmetric", "asymmetric")
+_GRANULARITIES = ("tensor", "channel")
+
+
+def _choice(kind, value, valid):
+    if not isinstance(value, str):
+        raise TypeError(f"{kind} must be a string, not {type(value).__name__}")
+    key = value.strip().lower()
+    if key not in valid:
+        import difflib
+        close = difflib.get_close_matches(key, valid, n=2, cutoff=0.4)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise ValueError(f"unknown {kind} {value!r}.{hint} Valid: {', '.join(valid)}.")
+    return key
+
+
+# ---------------------------------------------------------------------------------------------
+# exact quotients and products, handed to the rounding routine with their remainder class
+
+_SPLIT = 134217729.0  # 2**27 + 1, Veltkamp's splitter for float64
+
+
+def _two_prod(a, b):
+    """``p = fl(a*b)`` and the exact error ``e = a*b - p`` (Dekker; no fma needed)."""
+    p = a * b
+    c = _SPLIT * a
+    ah = c - (c - a)
+    al = a - ah
+    c = _SPLIT * b
+    bh = c - (c - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def _rz_class(p, side, half_cmp):
+    """Truncate ``exact = p + delta`` toward zero, where ``p`` is the float64 nearest.
+
+    ``side``: +1 where |exact| > |p|, -1 where |exact| < |p|, 0 where exact == p.
+    ``half_cmp``: sign of (|delta| - half the float64 gap on that side): -1, 0 or +1.
+    Returns (truncated float64, remainder class 0..3) as ``round_values`` takes them.
+    """
+    trunc = np.where(side < 0, np.nextafter(p, np.copysign(0.0, p)), p)
+    cls = np.zeros(p.shape, np.uint8)
+    # beyond |p|: the remainder is |delta| (below or at half a gap)
+    cls[(side > 0) & (half_cmp < 0)] = 1
+    cls[(side > 0) & (half_cmp == 0)] = 2
+    # below |p|: the remainder is gap - |delta| (at or above half)
+    cls[(side < 0) & (half_cmp < 0)] = 3
+    cls[(side < 0) & (half_cmp == 0)] = 2
+    return trunc, cls
+
+
+def _safe(p, *operands):
+    """Mask of elements where the error-free transformations cannot over/underflow."""
+    ok = np.isfinite(p) & ((np.abs(p) >= 2.0 ** -960) | (p == 0))
+    for a in operands:
+        ok &= np.abs(a) < 2.0 ** 960
+    return ok
+
+
+def _fraction_fallback(vals, sticky, idx, op, left, right):
+    """Exact quotient/product with Fractions for the (rare) elements at the range edges."""
+    for i in zip(*idx):
+        a, b = float(left[i]), float(right[i])
+        if not (math.isfinite(a) and math.isfinite(b)):
+            with np.errstate(all="ignore"):
+                vals[i] = a / b if op == "div" else a * b
+            sticky[i] = 0
+            continue
+        fa, fb = Fraction(a), Fraction(b)
+        r = fa / fb if op == "div" else fa * fb
+        vals[i], sticky[i] = _fraction_rz(r)
+
+
+def _exact_product(a, b):
+    """(truncated float64, remainder class or None) of the exact products ``a * b``."""
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    with np.errstate(all="ignore"):
+        p, e = _two_prod(a, b)
+    ok = _safe(p, a, b)
+    if ok.all() and not e.any():
+        return p, None
+    side = np.where(e == 0, 0, np.where(np.signbit(e) == np.signbit(p), 1, -1))
+    side = np.where(p == 0, 0, side)
+    up = np.spacing(np.abs(p))
+    down = np.abs(p) - np.abs(np.nextafter(p, np.copysign(0.0, p)))
+    gap = np.where(side > 0, up, down)
+    with np.errstate(invalid="ignore"):
+        half_cmp = np.nan_to_num(np.sign(2.0 * np.abs(e) - gap)).astype(np.int8)
+    vals, cls = _rz_class(p, side, half_cmp)
+    vals = np.array(vals)
+    if not ok.all():
+        _fraction_fallback(vals, cls, np.nonzero(~ok), "mul", a, b)
+    return vals, (cls if cls.any() else None)
+
+
+def _sig_bits_at_most(s, bits):
+    """True when every finite value of s has at most ``bits`` significant bits."""
+    s = np.asarray(s, np.float64)
+    m, _ = np.frexp(s[np.isfinite(s)])
+    return bool(np.all(np.ldexp(m, bits) == np.trunc(np.ldexp(m, bits))))
+
+
+def _to_fraction(obj) -> Fraction:
+    if isinstance(obj, str):
+        obj = _parse_string(obj)
+    if isinstance(obj, np.floating):
+        return Fraction(*obj.as_integer_ratio())
+    if isinstance(obj, np.integer):
+        return Fraction(int(obj))
+    return Fraction(obj)
+
+
+def _exact_quotient(v, exact, s, narrow, target: Format):
+    """(truncated float64, remainder class or None) of the exact quotients ``v / s``.
+
+    ``s > 0``.  Cases, cheapest first:
+
+    * ``s`` a power of two: the float64 quotient is exact.
+    * ``v`` has at most 24 significant bits (fp32 and narrower inputs), ``s`` at most
+      30 and the target at most 20 bits of precision: the float64 quotient is within
+      2**-53 of the exact one, while the exact quotient is at least 2**-51 (relative)
+      away from any tie or grid point of the target unless it lies on it, so rounding
+      the float64 quotient once is the correct single rounding.
+    * otherwise: the residual ``v - d*s`` of the float64 quotient ``d`` is computed
+      exactly (Dekker's product, Sterbenz subtraction) and its sign gives the
+      remainder class (a quotient by a non-power of two is never a float64 midpoint).
+    ``exact``: None, or an object array of the inputs as ``Fraction`` when float64
+    does not hold them (Fractions, decimal strings, huge integers): divided exactly.
+    """
+    v = np.asarray(v, np.float64)
+    s = np.asarray(s, np.float64)
+    with np.errstate(all="ignore"):
+        d = v / s
+    if exact is not None:
+        vals, cls = np.array(d, np.float64), np.zeros(d.shape, np.uint8)
+        fb, sb, vb = np.broadcast_arrays(exact, s, v)
+        for i in np.ndindex(d.shape):
+            if math.isfinite(vb[i]) and math.isfinite(sb[i]):
+                vals[i], cls[i] = _fraction_rz(_to_fraction(fb[i]) / Fraction(float(sb[i])))
+        return vals, (cls if cls.any() else None)
+    m, _ = np.frexp(s)
+    if np.all((m == 0.5) | ~np.isfinite(s)):
+        return d, None
+    if narrow and target.precision_bits <= 20 and _sig_bits_at_most(s, 30):
+        return d, None
+    db, sb, vb = np.broadcast_arrays(d, s, v)
+    with np.errstate(all="ignore"):
+        p, e = _two_prod(db, sb)
+        rho = (vb - p) - e  # the exact residual v - d*s
+    ok = (_safe(p, db, sb) & (np.abs(db) >= 2.0 ** -960)) | (vb == 0)
+    side = np.where(rho == 0, 0, np.where(np.signbit(rho) == np.signbit(db), 1, -1))
+    side = np.where((db == 0) | ~np.isfinite(db), 0, side)
+    vals, cls = _rz_class(db, side, np.full(db.shape, -1, np.int8))
+    vals = np.array(vals)
+    if not ok.all():
+        _fraction_fallback(vals, cls, np.nonzero(~ok), "div", vb, sb)
+    return vals, (cls if cls.any() else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# the quantised tensor
+
+@dataclass(repr=False)
+class QuantizedTensor:
+    """Result of ``quantize``: element values, scales, zero points and the format.
+
+    Attributes
+    ----------
+    elements : float64 array, shape of the input: the element values in the element
+        format's own units (integers for int formats, ``k / 64`` for MXINT8).
+    scale : dequantisation multiplier(s).  Scalar per tensor; per channel an array
+        broadcastable to the input; MX / NVFP4 one per block, with the blocked axis
+        replaced by the number of blocks.
+    zero_point : integer(s), same layout as ``scale`` (0 for symmetric and float formats).
+    fmt : the quantisation format's name (``"int8"``, ``"fp8_e4m3"``, ``"mxfp4_e2m1"``, ``"nvfp4"``).
+    element_format : the ``Format`` of the elements.
+    granularity : ``"tensor"``, ``"channel"`` or ``"block"``.
+    axis : the channel axis, or the axis the blocks run along.
+    block_size : 32 (MX), 16 (NVFP4) or None.
+    scale_codes : E8M0 codes (MX) or E4M3 codes (NVFP4) of the block scales, else None.
+    tensor_scale : NVFP4's fp32 per-tensor scale (the block scales multiply it), else None.
+    qmin, qmax : integer code range used (integer formats).
+    """
+
+    elements: np.ndarray
+    scale: np.ndarray | float
+    zero_point: np.ndarray | int
+    fmt: str
+    element_format: Format
+    granularity: str = "tensor"
+    axis: int | None = None
+    block_size: int | None = None
+    scale_codes: np.ndarray | None = None
+    tensor_scale: float | None = None
+    qmin: int | None = None
+    qmax: int | None = None
+    scheme: str = "symmetric"
+    _cache: dict = field(default_factory=dict)
+
+    @property
+    def shape(self):
+        return self.elements.shape
+
+    @property
+    def codes(self) -> np.ndarray:
+        """Integer codes: the integers themselves for int formats (int8 / uint8 /
+        int16 / int32 arrays as needed), bit patterns (uint8) for float elements
+        and MXINT8 (its two's-complement byte)."""
+        if "codes" not in self._cache:
+            fmt = self.element_format
+            if self.fmt == "mxint8":
+                c = values_to_codes(np.ldexp(self.elements, _MXINT8_SHIFT), fmt)
+            elif fmt.kind == "int":
+                lo, hi = (self.qmin, self.qmax)
+                dt = np.result_type(np.min_scalar_type(lo), np.min_scalar_type(hi))
+                c = self.elements.astype(dt)
+            else:
+                c = values_to_codes(self.elements, fmt)
+            self._cache["codes"] = c
+        return self._cache["codes"]
+
+    def _expand(self, a):
+        """Per-block array -> per-element array (shape of the input)."""
+        a = np.asarray(a, np.float64)
+        if self.granularity != "block":
+            return a
+        axis = self.axis
+        rep = np.repeat(a, self.block_size, axis=axis)
+        n = self.elements.shape[axis]
+        return np.take(rep, np.arange(n), axis=axis) if rep.shape[axis] != n else rep
+
+    def dequantize(self, dtype=np.float64) -> np.ndarray:
+        """``(elements - zero_point) * scale`` as ``dtype`` (float64 holds it exactly)."""
+        if self.granularity == "block":
+            out = _block_dequantize(self)
+        else:
+            e = self.elements
+            zp = np.asarray(self.zero_point, np.float64)
+            out = (e - zp) * np.asarray(self.scale, np.float64) if zp.any() else \
+                e * np.asarray(self.scale, np.float64)
+        return out.astype(dtype, copy=False)
+
+    def limits(self):
+        """(lowest, highest) representable dequantised value per element (broadcastable)."""
+        s = self._expand(self.scale)
+        if self.granularity == "block":
+            if self.tensor_scale is not None:
+                s = s * self.tensor_scale
+            top = self._elem_max()
+            return -top * s, top * s
+        zp = np.asarray(self.zero_point, np.float64)
+        if self.element_format.kind == "int":
+            return (self.qmin - zp) * s, (self.qmax - zp) * s
+        m = self.element_format.max
+        return -m * s, m * s
+
+    def _elem_max(self):
+        if self.fmt == "mxint8":
+            return 127.0 / 64
+        return self.element_format.max
+
+    @property
+    def bits_per_element(self) -> float:
+        """Storage cost: element bits plus the scales' (and zero points') share."""
+        n = max(self.elements.size, 1)
+        eb = self.element_format.bits
+        if self.granularity == "block":
+            nscale = np.size(self.scale)
+            extra = 8 * nscale + (32 if self.tensor_scale is not None else 0)
+        else:
+            nscale = np.size(self.scale)
+            extra = 32 * nscale + (eb * np.size(self.zero_point)
+                                   if np.any(np.asarray(self.zero_point) != 0) else 0)
+        return eb + extra / n
+
+    def __array__(self, dtype=None, copy=None):
+        return self.dequantize(dtype or np.float64)
+
+    def __repr__(self):
+        g = self.granularity + (f", axis={self.axis}" if self.axis is not None else "")
+        if self.block_size:
+            g += f", block={self.block_size}"
+        sc = np.asarray(self.scale)
+        sdesc = f"scale={float(sc):.6g}" if sc.ndim == 0 else f"{sc.size} scales"
+        return (f"QuantizedTensor({self.fmt}, shape={self.shape}, {g}, {sdesc}, "
+                f"{self.bits_per_element:.3g} bits/element)")
+
+
+def dequantize(q: QuantizedTensor, dtype=np.float64) -> np.ndarray:
+    """Values of a ``QuantizedTensor`` (``q.dequantize()``)."""
+    if not isinstance(q, QuantizedTensor):
+        raise TypeError(f"dequantize() needs a QuantizedTensor, not {type(q).__name__}")
+    return q.dequantize(dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# intake
+
+def _intake(x):
+    """(float64 values, exact Fractions or None, narrow?, Exact) of any numeric input."""
+    ex = to_exact(x)
+    v = ex.values
+    frac = None
+    if ex.sticky is not None:  # float64 does not hold some inputs: keep them exactly
+        frac = np.empty(v.shape, object)
+        frac[...] = np.asarray(x, dtype=object) if not ex.scalar else x
+        if frac.shape != v.shape:
+            raise TypeError("cannot keep this input exactly")
+    if ex.src.kind == "float" and ex.src.precision_bits <= 24:
+        narrow = True
+    else:
+        fin = np.abs(v[np.isfinite(v)])
+        narrow = ex.sticky is None and bool(np.all(fin == np.trunc(fin))) and \
+            (fin.size == 0 or fin.max() <= 2.0 ** 24)
+    return v, frac, narrow, ex
+
+
+def _norm_axis(axis, ndim, what):
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"axis must be an integer, not {type(axis).__name__}")
+    if ndim == 0:
+        raise ValueError(f"{what} needs an array with at least one dimension")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of bounds for an array of dimension {ndim}")
+    return int(axis) % ndim
+
+
+def _resolve_kind(fmt):
+    """('mx', name) | ('nvfp4', 'nvfp4') | ('int', Format) | ('float', Format)."""
+    if isinstance(fmt, str):
+        key = fmt.strip().lower()
+        key = _MX_ALIASES.get(key, key)
+        if key in MX_FORMATS:
+            return "mx", key
+        if key == "nvfp4":
+            return "nvfp4", key
+        try:
+            f = get_format(fmt)
+        except ValueError as err:
+            raise ValueError(f"{err} Block formats: {', '.join(MX_FORMATS)}, nvfp4.") from None
+    else:
+        f = get_format(fmt)
+    return ("int" if f.kind == "int" else "float"), f
+
+
+# ---------------------------------------------------------------------------------------------
+# OCP MX
+
+def mx_shared_exponent(amax, fmt="mxfp8_e4m3", scale_rounding="floor"):
+    """Shared exponent E of MX blocks whose largest magnitude is ``amax``; NaN marks a
+    NaN scale (E8M0 code 0xFF).
+
+    ``floor`` (OCP MX v1.0): ``E = floor(log2(amax)) - emax_elem``, taken exactly from
+    the float64 exponent field (``np.frexp``), never from a floating-point ``log2``
+    (``log2(2**k * (1 - 2**-53))`` rounds to ``k`` in float64).  Other rules
+    (torchao's ``ScaleCalculationMode``): ``ceil`` uses ``ceil(log2(amax))``;
+    ``even`` first rounds amax to the element precision (ties away, as torchao adds
+    half an ulp); ``rceil`` is the smallest E with ``amax / 2**E <= max_elem``
+    (nothing saturates; NVIDIA's round-up E8M0 conversion of ``amax / max_elem``).
+    Then: ``E < -127`` (and all-zero blocks) clamp to -127; ``E > 127``, Inf and NaN
+    give NaN.
+
+    >>> mx_shared_exponent([1.0, 448.0, 449.0, 0.0], "mxfp8_e4m3").tolist()
+    [-8.0, 0.0, 0.0, -127.0]
+    >>> mx_shared_exponent([449.0, 480.0], "mxfp8_e4m3", "rceil").tolist()
+    [1.0, 1.0]
+    """
+    kind, name = _resolve_kind(fmt)
+    if kind != "mx":
+        raise ValueError(f"mx_shared_exponent needs an MX format ({', '.join(MX_FORMATS)}), not {fmt!r}")
+    mode = _choice("scale_rounding", scale_rounding, SCALE_ROUNDINGS)
+    elem = get_format(MX_FORMATS[name])
+    a = np.abs(np.asarray(amax, np.float64))
+    return _shared_exponent(a, name, elem, mode)
+
+
+def _mx_emax(name, elem: Format):
+    return 0 if name == "mxint8" else elem.emax
+
+
+def _mx_mbits(name, elem: Format):
+    return _MXINT8_SHIFT if name == "mxint8" else elem.mbits
+
+
+def _mx_max(name, elem: Format):
+    return 127.0 / 64 if name == "mxint8" else elem.max
+
+
+def _shared_exponent(a, name, elem, mode):
+    emax = _mx_emax(name, elem)
+    if mode == "even":
+        # torchao EVEN: round amax to the element precision (half-ulp added: ties away)
+        a = round_values(a, get_format(f"e11m{_mx_mbits(name, elem)}"), "nearest_away")
+    m, e = np.frexp(a)
+    E = (e - 1 - emax).astype(np.float64)
+    if mode == "ceil":
+        E += m != 0.5
+    elif mode == "rceil":
+        with np.errstate(all="ignore"):
+            E += np.ldexp(a, (-E).clip(-2000, 2000).astype(np.int64)) > _mx_max(name, elem)
+    E = np.where(a == 0, -127.0, np.maximum(E, -127.0))
+    return np.where(np.isfinite(a) & (E <= 127), E, np.nan)
+
+
+def _blocks(v, axis, bs):
+    """Move ``axis`` last, pad it to a multiple of bs with zeros, return (rows, meta)."""
+    xm = np.moveaxis(v, axis, -1)
+    n = xm.shape[-1]
+    nb = -(-n // bs)
+    if nb * bs != n:
+        pad = np.zeros(xm.shape[:-1] + (nb * bs - n,), xm.dtype)
+        xm = np.concatenate([xm, pad], axis=-1)
+    lead = xm.shape[:-1]
+    return np.ascontiguousarray(xm).reshape(-1, bs), (lead, n, nb)
+
+
+def _unblock(rows, meta, axis, bs):
+    lead, n, nb = meta
+    out = rows.reshape(lead + (nb * bs,))
+    if nb * bs != n:
+        out = out[..., :n]
+    return np.moveaxis(out, -1, axis)
+
+
+def _scale_layout(per_block, meta, axis):
+    lead, n, nb = meta
+    return np.moveaxis(per_block.reshape(lead + (nb,)), -1, axis)
+
+
+_CHUNK_ROWS = 8192
+_SIGNLESS = {2: (np.int16, 0x7FFF), 4: (np.int32, 0x7FFFFFFF), 8: (np.int64, 0x7FFFFFFFFFFFFFFF)}
+
+
+def _block_amax(blk):
+    """Largest magnitude of each row as float64; NaN if the row holds a NaN.
+
+    Clearing the sign bit and taking the integer maximum orders IEEE floats by
+    magnitude, NaN patterns above Inf (faster than ``max(abs(.))`` and NaN-safe)."""
+    if blk.dtype.kind == "f" and blk.dtype.itemsize in _SIGNLESS:
+        it, mask = _SIGNLESS[blk.dtype.itemsize]
+        m = (blk.view(it) & it(mask)).max(axis=1, initial=0)
+        return m.view(blk.dtype).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.max(np.abs(blk), axis=1, initial=0.0).astype(np.float64)
+
+
+def _quantize_mx(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
+    """MX quantisation of ``v`` (a float16/32/64 array, or float64 values with an
+    optional remainder class); with ``fake`` returns the dequantised values instead
+    (fused, one pass over memory, in v's dtype when that holds them: float32 and
+    float64 inputs always do, as MX values of a float32 input are float32 values)."""
+    elem = get_format(MX_FORMATS[name])
+    if v.ndim == 0:
+        raise ValueError("MX quantisation needs an array with at least one dimension")
+    rows, meta = _blocks(v, axis, _MX_BLOCK)
+    st_rows = None if sticky is None else _blocks(sticky, axis, _MX_BLOCK)[0]
+    shift = _MXINT8_SHIFT if name == "mxint8" else 0
+    out_dtype = v.dtype if (fake and v.dtype in (np.float32, np.float64)) else np.float64
+    q = np.empty(rows.shape, out_dtype)
+    E = np.empty(rows.shape[0], np.float64)
+    for i in range(0, rows.shape[0], _CHUNK_ROWS):
+        blk = rows[i:i + _CHUNK_ROWS]
+        amax = _block_amax(blk)
+        Ei = _shared_exponent(amax, name, elem, scale_rounding)
+        bad = np.isnan(Ei)
+        Ek = np.where(bad, 0.0, Ei).astype(np.int64)
+        # 2**(shift - E): an exact power of two (E in -127..127), so y is exact
+        y = blk * np.ldexp(1.0, shift - Ek)[:, None]
+        if bad.any():
+            y[bad] = 0.0
+        # a power-of-two scaling keeps an input's remainder class (if any) valid
+        st = None if st_rows is None else st_rows[i:i + _CHUNK_ROWS]
+        r = round_values(y, elem, mode, "saturate", rng=rng, sticky=st, out=y)
+        if fake:
+            # exact: back to the input's scale (and representable in its dtype)
+            np.multiply(r, np.ldexp(1.0, Ek - shift)[:, None], out=q[i:i + _CHUNK_ROWS],
+                        casting="same_kind")
+            if bad.any():
+                q[i:i + _CHUNK_ROWS][bad] = np.nan
+        else:
+            if shift:
+                r *= 2.0 ** -shift
+            q[i:i + _CHUNK_ROWS] = r
+        E[i:i + _CHUNK_ROWS] = Ei
+    if fake:
+        return _unblock(q, meta, axis, _MX_BLOCK)
+    bad = np.isnan(E)
+    Ek = np.where(bad, 0.0, E).astype(np.int64)
+    scale = np.where(bad, np.nan, np.ldexp(1.0, Ek))
+    codes = np.where(bad, 255, Ek + 127).astype(np.uint8)  # E8M0: biased exponent, 0xFF NaN
+    return QuantizedTensor(
+        elements=_unblock(q, meta, axis, _MX_BLOCK), scale=_scale_layout(scale, meta, axis),
+        zero_point=0, fmt=name, element_format=elem, granularity="block", axis=axis,
+        block_size=_MX_BLOCK, scale_codes=_scale_layout(codes, meta, axis), scheme="symmetric")
+
+
+def _block_dequantize(q: QuantizedTensor):
+    rows, meta = _blocks(q.elements, q.axis, q.block_size)
+    s = np.moveaxis(np.asarray(q.scale, np.float64), q.axis, -1).reshape(-1)
+    if q.tensor_scale is not None:
+        s = s * q.tensor_scale  # e4m3 * fp32: exact in float64
+    out = rows * s[:, None]
+    if np.isnan(s).any():
+        out[np.isnan(s)] = np.nan  # a NaN scale makes its whole block NaN
+    return _unblock(out, meta, q.axis, q.block_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# NVFP4
+
+def _quantize_nvfp4(v, frac, narrow, axis, mode, rng, tensor_scale=None):
+    elem = get_format("fp4_e2m1")
+    if v.ndim == 0:
+        raise ValueError("NVFP4 quantisation needs an array with at least one dimension")
+    fin = np.isfinite(v)
+    if not fin.all():
+        raise ValueError("NVFP4 has no NaN or Inf encoding; the input holds non-finite values")
+    rows, meta = _blocks(v, axis, _NV_BLOCK)
+    amax_b = np.max(np.abs(rows), axis=1)
+    if tensor_scale is None:
+        amax = float(amax_b.max()) if amax_b.size else 0.0
+        # per-tensor fp32 scale so that the largest block scale is E4M3's max
+        ts = cast(amax / (elem.max * _E4M3.max), _FP32) if amax > 0 else 1.0
+        if ts == 0.0:
+            ts = _FP32.smallest_subnormal
+    else:
+        ts = float(cast(tensor_scale, _FP32))
+        if not ts > 0:
+            raise ValueError(f"tensor_scale must be a positive number, not {tensor_scale!r}")
+    # block scale: amax_b / (6 * ts) rounded once to E4M3 (saturating)
+    bq, bst = _exact_quotient(amax_b, None, elem.max * ts, False, _E4M3)
+    bscale = round_values(bq, _E4M3, "nearest_even", "saturate", sticky=bst)
+    denom = bscale * ts  # E4M3 (4 bits) * fp32 (24 bits): exact
+    zero = denom == 0
+    frows = None if frac is None else _blocks(frac, axis, _NV_BLOCK)[0]
+    yq, yst = _exact_quotient(rows, frows, np.where(zero, 1.0, denom)[:, None], narrow, elem)
+    q = round_values(yq, elem, mode, "saturate", rng=rng, sticky=yst)
+    q[zero] = 0.0
+    return QuantizedTensor(
+        elements=_unblock(q, meta, axis, _NV_BLOCK), scale=_scale_layout(bscale, meta, axis),
+        zero_point=0, fmt="nvfp4", element_format=elem, granularity="block", axis=axis,
+        block_size=_NV_BLOCK, scale_codes=_scale_layout(values_to_codes(bscale, _E4M3), meta, axis),
+        tensor_scale=float(ts), scheme="symmetric")
+
+
+# ---------------------------------------------------------------------------------------------
+# per-tensor / per-channel scales
+
+def _reduce_axes(ndim, axis, granularity):
+    if granularity == "tensor":
+        return None
+    return tuple(i for i in range(ndim) if i != axis)
+
+
+def _ranges(v, granularity, axis, calibration, percentile, symmetric):
+    """(lo, hi) of the calibrated range, keepdims layout (scalars per tensor)."""
+    red = _reduce_axes(v.ndim, axis, granularity)
+    kd = granularity == "channel"
+    fin = np.where(np.isfinite(v), v, 0.0) if not np.isfinite(v).all() else v
+    if calibration == "percentile":
+        if not (isinstance(percentile, (int, float)) and 0 < percentile <= 100):
+            raise ValueError(f"percentile must be in (0, 100], not {percentile!r}")
+        if symmetric:
+            hi = np.percentile(np.abs(fin), percentile, axis=red, keepdims=kd)
+            return -hi, hi
+        return (np.percentile(fin, 100 - percentile, axis=red, keepdims=kd),
+                np.percentile(fin, percentile, axis=red, keepdims=kd))
+    if symmetric:
+        hi = np.max(np.abs(fin), axis=red, keepdims=kd)
+        return -hi, hi
+    return np.min(fin, axis=red, keepdims=kd), np.max(fin, axis=red, keepdims=kd)
+
+
+def _int_params(lo, hi, fmt: Format, symmetric, narrow_range, pow2):
+    """(scale fp32, zero_point, qmin, qmax) for an integer format and a range."""
+    n = fmt.bits
+    if fmt.signed:
+        qmin, qmax = -(1 << (n - 1)), (1 << (n - 1)) - 1
+    else:
+        qmin, qmax = 0, (1 << n) - 1
+    if symmetric:
+        if narrow_range:
+            qmin = qmin + 1 if fmt.signed else qmin + 1
+        half = (1 << (n - 1)) - 1  # 127 for 8 bits
+        if not fmt.signed and not narrow_range:
+            half = (qmax - qmin) / 2  # 127.5 for uint8, as PyTorch's observers
+        amax = np.maximum(np.abs(lo), np.abs(hi))
+        scale = _fp32_scale(amax / half, pow2)
+        zp = np.zeros(np.shape(scale), np.int64) if fmt.signed else \
+            np.full(np.shape(scale), 1 << (n - 1), np.int64)
+    else:
+        lo = np.minimum(lo, 0.0)
+        hi = np.maximum(hi, 0.0)
+        scale = _fp32_scale((hi - lo) / (qmax - qmin), pow2)
+        zp = qmin - round_values(np.asarray(lo / scale, np.float64), _WIDE_INT)
+        zp = np.clip(zp, qmin, qmax).astype(np.int64)
+    return scale, zp, qmin, qmax
+
+
+def _fp32_scale(raw, pow2):
+    """A positive fp32 scale (1.0 where the range is empty); ``pow2`` rounds it up
+    to a power of two (so nothing new clips)."""
+    raw = np.asarray(raw, np.float64)
+    raw = np.where((raw > 0) & np.isfinite(raw), raw, 1.0)
+    if pow2:
+        s = round_values(raw, get_format("e11m0"), "up")
+    else:
+        s = round_values(raw, _FP32, "nearest_even", "saturate")
+    s = np.where(s > 0, s, _FP32.smallest_subnormal)
+    return float(s) if s.ndim == 0 else s
+
+
+def _round_int(v, frac, narrow, scale, zp, qmin, qmax, mode, rng):
+    yq, yst = _exact_quotient(v, frac, scale, narrow, _WIDE_INT)
+    n = round_values(yq, _WIDE_INT, mode, "saturate", rng=rng, sticky=yst)
+    n = n + zp
+    np.clip(n, qmin, qmax, out=n)
+    if np.isnan(v).any():
+        raise ValueError("integer formats have no NaN; the input holds NaN")
+    return n
+
+
+def _round_float(v, frac, sticky, narrow, scale, elem, mode, overflow, rng):
+    if np.ndim(scale) == 0 and float(scale) == 1.0:
+        return round_values(v, elem, mode, overflow, rng=rng, sticky=sticky)
+    yq, yst = _exact_quotient(v, frac, scale, narrow, elem)
+    return round_values(yq, elem, mode, overflow, rng=rng, sticky=yst)
+
+
+def _mse_search(v, fmt, granularity, axis, symmetric, narrow_range, pow2, narrow, mode, rng,
+                grid=40):
+    """Clip range minimising the mean squared error of fake quantisation: try
+    ``amax * t`` for ``grid`` values of t in [0.2, 1] (per channel independently)."""
+    lo0, hi0 = _ranges(v, granularity, axis, "max", None, symmetric)
+    red = _reduce_axes(v.ndim, axis, granularity)
+    best_err = best_lo = best_hi = None
+    for t in np.linspace(0.2, 1.0, grid):
+        lo, hi = lo0 * t, hi0 * t
+        xq = _fake_with_range(v, fmt, lo, hi, symmetric, narrow_range, pow2, narrow, mode, rng)
+        err = np.mean((xq - v) ** 2, axis=red, keepdims=granularity == "channel")
+        if best_err is None:
+            best_err, best_lo, best_hi = err, lo, hi
+        else:
+            better = err < best_err
+            best_err = np.where(better, err, best_err)
+            best_lo = np.where(better, lo, best_lo)
+            best_hi = np.where(better, hi, best_hi)
+    return best_lo, best_hi
+
+
+def _fake_with_range(v, fmt, lo, hi, symmetric, narrow_range, pow2, narrow, mode, rng):
+    if fmt.kind == "int":
+        scale, zp, qmin, qmax = _int_params(lo, hi, fmt, symmetric, narrow_range, pow2)
+        return (_round_int(v, None, narrow, scale, zp, qmin, qmax, mode, rng) - zp) * scale
+    scale = _fp32_scale(np.maximum(np.abs(lo), np.abs(hi)) / fmt.max, pow2)
+    return _round_float(v, None, None, narrow, scale, fmt, mode, "saturate", rng) * scale
+
+
+# ---------------------------------------------------------------------------------------------
+# the public entry
+
+def quantize(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=None,
+             calibration="max", percentile=99.99, rounding="nearest_even", scale=None,
+             zero_point=None, margin=0, pow2_scale=False, narrow_range=None,
+             scale_rounding="floor", overflow="saturate", tensor_scale=None, rng=None):
+    """Quantise ``x`` to ``fmt`` and return a ``QuantizedTensor`` (``.dequantize()``).
+
+    Formats
+    -------
+    ``int8 uint8 int4 uint4``: affine, ``q = clamp(round(x / scale) + zero_point, qmin, qmax)``.
+        ``scheme="symmetric"``: zero point 0 (unsigned: 2**(bits-1)), ``scale = amax / 127``
+        for int8 with codes -127..127 (``narrow_range=False``: -128..127).
+        ``scheme="asymmetric"``: the range [min(lo, 0), max(hi, 0)] maps onto qmin..qmax,
+        ``scale = (hi - lo) / (qmax - qmin)``, ``zero_point = qmin - round(lo / scale)``.
+    float formats (``fp8_e4m3``, ``fp8_e5m2``, ``fp6_*``, ``fp4_e2m1``, ``bf16`` ...):
+        ``q = round(x / scale)`` in the format, saturating.  ``scale="amax"`` (the default
+        for formats of at most 8 bits; 1.0 for wider ones) is ``amax * 2**margin / max``,
+        FP8 per-tensor scaling as Transformer Engine computes it.
+    ``mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4_e2m1 mxint8`` (``mxfp8``,
+        ``mxfp6``, ``mxfp4``): OCP MX, blocks of 32 along ``axis`` (default -1), see
+        ``mx_shared_exponent`` for the E8M0 scale; elements rounded with saturation.
+        A block holding Inf or NaN gets the NaN scale (its values decode to NaN).
+    ``nvfp4``: E2M1 in blocks of 16 along ``axis``; block scale
+        ``round_e4m3(amax_block / (6 * ts))``, ``ts = amax / (6 * 448)`` in fp32
+        (or ``tensor_scale=``); elements ``round_e2m1(x / (block * ts))``.
+
+    Options
+    -------
+    granularity : ``"tensor"`` or ``"channel"`` (one scale per index of ``axis``, default 0).
+    calibration : how the range is found: ``"max"``, ``"percentile"`` (of |x|, or of x
+        at both ends for asymmetric), ``"mse"`` (clip range minimising the MSE).
+    scale, zero_point : give them instead of calibrating (a number or an array).
+    pow2_scale : round the scale up to a power of two.
+    rounding : element rounding mode (``"stochastic"`` uses ``rng``).
+    Scales are fp32 values (rounded once); every quotient ``x / scale`` is rounded once.
+
+    >>> q = quantize([-1.0, 0.0, 2.0], "uint8", scheme="asymmetric")
+    >>> q.codes.tolist(), q.zero_point, q.scale
+    ([0, 85, 255], 85, 0.0117647061124444)
+    >>> quantize([[1.0, 2.0], [30.0, 40.0]], "int8", granularity="channel").codes.tolist()
+    [[64, 127], [95, 127]]
+    >>> q = quantize(np.arange(1.0, 33.0), "mxfp8_e4m3")
+    >>> int(q.scale_codes[0]), q.dequantize()[-3:].tolist()
+    (124, [30.0, 32.0, 32.0])
+    """
+    return _quantize(x, fmt, False, scheme=scheme, granularity=granularity, axis=axis,
+                     calibration=calibration, percentile=percentile, rounding=rounding,
+                     scale=scale, zero_point=zero_point, margin=margin, pow2_scale=pow2_scale,
+                     narrow_range=narrow_range, scale_rounding=scale_rounding,
+                     overflow=overflow, tensor_scale=tensor_scale, rng=rng)
+
+
+_RAW_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentile, rounding,
+              scale, zero_point, margin, pow2_scale, narrow_range, scale_rounding, overflow,
+              tensor_scale, rng):
+    kind, f = _resolve_kind(fmt)
+    mode = resolve_mode(rounding)
+    if mode == "stochastic":
+        rng = make_rng(rng)
+    if kind == "mx":
+        sr = _choice("scale_rounding", scale_rounding, SCALE_ROUNDINGS)
+        if isinstance(x, np.ndarray) and x.dtype in _RAW_FLOATS:
+            v, st = x, None  # blocks are converted to float64 chunk by chunk
+        else:
+            ex = to_exact(x)
+            v, st = ex.values, ex.sticky
+        ax = _norm_axis(-1 if axis is None else axis, v.ndim, "MX quantisation")
+        return _quantize_mx(v, st, f, ax, sr, mode, rng, fake=fake)
+    v, frac, narrow, ex = _intake(x)
+    if kind == "nvfp4":
+        ax = _norm_axis(-1 if axis is None else axis, v.ndim, "NVFP4 quantisation")
+        return _quantize_nvfp4(v, frac, narrow, ax, mode, rng, tensor_scale)
+
+    scheme = _choice("scheme", scheme, _SCHEMES)
+    granularity = _choice("granularity", granularity, _GRANULARITIES)
+    calibration = _choice("calibration", calibration, CALIBRATIONS)
+    symmetric = scheme == "symmetric"
+    ax = None
+    if granularity == "channel":
+        ax = _norm_axis(0 if axis is None else axis, v.ndim, "per-channel quantisation")
+    if narrow_range is None:
+        narrow_range = symmetric
+    if not isinstance(margin, (int, np.integer)) or isinstance(margin, bool):
+        raise TypeError(f"margin must be an integer (a power of two), not {type(margin).__name__}")
+
+    if kind == "int":
+        if scale is not None and not isinstance(scale, str):
+            sc = _given(scale, "scale", v, ax)
+            zp = np.asarray(0 if zero_point is None else zero_point)
+            if zp.dtype.kind not in "iu":
+                raise TypeError("zero_point must be an integer or an integer array")
+            _, _, qmin, qmax = _int_params(np.float64(-1), np.float64(1), f, symmetric,
+                                           narrow_range, False)
+            if zero_point is not None:  # an explicit zero point uses the format's full range
+                qmin, qmax = (f.min, f.max) if f.signed else (0, (1 << f.bits) - 1)
+                qmin, qmax = int(qmin), int(qmax)
+            zp = zp.astype(np.int64)
+        else:
+            if scale is not None and scale != "amax":
+                raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
+            if calibration == "mse":
+                lo, hi = _mse_search(v, f, granularity, ax, symmetric, narrow_range, pow2_scale,
+                                     narrow, mode, rng)
+            else:
+                lo, hi = _ranges(v, granularity, ax, calibration, percentile, symmetric)
+            sc, zp, qmin, qmax = _int_params(lo, hi, f, symmetric, narrow_range, pow2_scale)
+            if margin:
+                sc = _fp32_scale(np.asarray(sc) * 2.0 ** margin, pow2_scale)
+        n = _round_int(v, frac, narrow, sc, zp, qmin, qmax, mode, rng)
+        zp_out = int(zp) if np.ndim(zp) == 0 else zp
+        return QuantizedTensor(n, sc, zp_out, f.name, f, granularity, ax, None, None, None,
+                               qmin, qmax, scheme)
+
+    # float element formats, per tensor or per channel
+    if not symmetric:
+        raise ValueError("float formats are quantised symmetrically (scheme='symmetric')")
+    if scale is None:
+        scale = "amax" if f.bits <= 8 else 1.0
+    if isinstance(scale, str):
+        if scale != "amax":
+            raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
+        if calibration == "mse":
+            lo, hi = _mse_search(v, f, granularity, ax, True, True, pow2_scale, narrow, mode, rng)
+        else:
+            lo, hi = _ranges(v, granularity, ax, calibration, percentile, True)
+        sc = _fp32_scale(hi * 2.0 ** margin / f.max, pow2_scale)
+    else:
+        sc = _given(scale, "scale", v, ax)
+    ov = overflow if overflow is not None else None
+    r = _round_float(v, frac, ex.sticky, narrow, sc, f, mode, ov, rng)
+    return QuantizedTensor(r, sc, 0, f.name, f, granularity, ax, scheme=scheme)
+
+
+def _given(scale, what, v, ax):
+    s = np.asarray(scale, np.float64)
+    if s.dtype.kind not in "fiu":
+        raise TypeError(f"{what} must be a number or an array of numbers")
+    if np.any(~(s > 0)) or not np.all(np.isfinite(s)):
+        raise ValueError(f"{what} must be positive and finite")
+    if s.ndim and ax is not None and s.ndim == 1:
+        shape = [1] * v.ndim
+        shape[ax] = s.size
+        s = s.reshape(shape)
+    return float(s) if s.ndim == 0 else s
+
+
+_QUANTIZE_DEFAULTS = {k: v.default for k, v in __import__("inspect").signature(quantize).parameters.items()
+                      if v.kind is v.KEYWORD_ONLY}
+
+
+def fake_quant(x, fmt="int8", **options) -> np.ndarray:
+    """Quantise then dequantise (the forward pass of quantisation-aware training);
+    same options as ``quantize``.  Returns float64 (it holds every result exactly);
+    MX formats keep a float32 input's dtype (MX values of float32 data are float32 values).
+
+    >>> fake_quant([0.1, 0.26, -1.0], "int8").tolist()
+    [0.10236220434308052, 0.25984251871705055, -0.9999999962747097]
+    """
+    kind, _ = _resolve_kind(fmt)
+    if kind == "mx":
+        opts = dict(_QUANTIZE_DEFAULTS)
+        unknown = set(options) - set(opts)
+        if unknown:
+            raise TypeError(f"fake_quant() got unexpected keyword argument(s) {sorted(unknown)}")
+        opts.update(options)
+        return _quantize(x, fmt, True, **opts)
+    return quantize(x, fmt, **options).dequantize()
+
+
+# ---------------------------------------------------------------------------------------------
+# integer matmul with an exact int32 accumulator
+
+def _round_fp64(vals, sticky):
+    return round_values(vals, get_format("fp64"), sticky=sticky)
+
+
+def _mul_fp64(a, b):
+    """``a * b`` correctly rounded to float64 (one rounding, through the routine)."""
+    p, st = _exact_product(a, b)
+    return p if st is None else _round_fp64(p, st)
+
+
+@dataclass(repr=False)
+class IntMatmulResult:
+    """Result of ``int_matmul``.
+
+    acc : int32 accumulator as the hardware holds it (two's-complement wrapped).
+    exact : the exact integer sums (int64).
+    overflowed : bool mask, True where the exact sum does not fit int32 (acc is wrong there).
+    may_overflow : bool mask, True where some summation order could pass through an
+        out-of-range partial sum (sum of |products| beyond int32).
+    acc_scale : the accumulator's scale ``scale_a * scale_b`` (float64, exact).
+    out : the requantised ``QuantizedTensor`` when an output scale was given, else None.
+    """
+
+    acc: np.ndarray
+    exact: np.ndarray
+    overflowed: np.ndarray
+    may_overflow: np.ndarray
+    acc_scale: np.ndarray | float
+    out: QuantizedTensor | None = None
+
+    @property
+    def n_overflow(self) -> int:
+        return int(self.overflowed.sum())
+
+    def dequantize(self) -> np.ndarray:
+        """The requantised output's values, or ``acc * acc_scale`` (rounded once to float64)."""
+        if self.out is not None:
+            return self.out.dequantize()
+        return _mul_fp64(self.acc.astype(np.float64), self.acc_scale)
+
+    def __repr__(self):
+        o = f", out={self.out!r}" if self.out is not None else ""
+        return (f"IntMatmulResult(shape={self.acc.shape}, int32 overflows={self.n_overflow}, "
+                f"possible={int(self.may_overflow.sum())}{o})")
+
+
+def _matmul_operand(q, name, allowed_axis):
+    if not isinstance(q, QuantizedTensor):
+        raise TypeError(f"int_matmul needs QuantizedTensor operands; {name} is {type(q).__name__}")
+    if q.element_format.kind != "int":
+        raise ValueError(f"int_matmul multiplies integer-quantised tensors; {name} is {q.fmt}")
+    if q.elements.ndim != 2:
+        raise ValueError(f"int_matmul needs 2-D operands; {name} has shape {q.shape}")
+    if q.granularity == "channel" and q.axis != allowed_axis:
+        raise ValueError(f"per-channel scales of {name} must run along axis {allowed_axis} "
+                         "(rows of A, columns of B) so they factor out of the sums")
+    return (q.elements.astype(np.int64) - np.asarray(q.zero_point, np.int64),
+            np.asarray(q.scale, np.float64))
+
+
+def int_matmul(qa: QuantizedTensor, qb: QuantizedTensor, out_scale=None, out_zero_point=0,
+               out_fmt="int8", rounding="nearest_even") -> IntMatmulResult:
+    """Integer matrix product with an int32 accumulator, as INT8 tensor cores do it.
+
+    ``acc[i, j] = sum_k (qa[i, k] - za) * (qb[k, j] - zb)`` is computed exactly; an
+    int32 accumulator holds it modulo 2**32, so where the exact sum leaves
+    [-2**31, 2**31 - 1] the result is flagged (``overflowed``) and a ``RuntimeWarning``
+    says how many.  The accumulator's scale is ``scale_a * scale_b`` (per-row scales of
+    A and per-column scales of B factor out).  With ``out_scale`` the accumulator is
+    requantised: ``q = clamp(round(acc * m) + out_zero_point)`` with the multiplier
+    ``m = fp32(scale_a * scale_b / out_scale)``, the product ``acc * m`` rounded once.
+
+    >>> a = quantize([[1.0, 1.5]], "int8", scale=1/64)
+    >>> b = quantize([[1.0], [1.0]], "int8", scale=1/64)
+    >>> r = int_matmul(a, b)
+    >>> int(r.acc[0, 0]), r.dequantize().tolist()
+    (10240, [[2.5]])
+    """
+    a, sa = _matmul_operand(qa, "qa", 0)
+    b, sb = _matmul_operand(qb, "qb", 1)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"shapes {qa.shape} and {qb.shape} do not align for a matrix product")
+    if max(np.abs(a).max(initial=0), np.abs(b).max(initial=0)) ** 2 * max(a.shape[1], 1) >= 2 ** 62:
+        raise ValueError("operands too large for an exact int64 check")
+    exact = a @ b
+    bound = np.abs(a) @ np.abs(b)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    overflowed = (exact < lo) | (exact > hi)
+    may = bound > hi
+    acc = ((exact - lo) % (1 << 32) + lo).astype(np.int32)
+    if overflowed.any():
+        warnings.warn(f"int_matmul: {int(overflowed.sum())} int32 accumulator(s) overflowed "
+                      "(the wrapped results are wrong)", RuntimeWarning, stacklevel=2)
+    acc_scale = _mul_fp64(sa, sb)  # 24-bit * 24-bit: exact
+    res = IntMatmulResult(acc, exact, overflowed, may,
+                          float(acc_scale) if np.ndim(acc_scale) == 0 else acc_scale)
+    if out_scale is not None:
+        of = get_format(out_fmt)
+        if of.kind != "int":
+            raise ValueError(f"out_fmt must be an integer format, not {of.name}")
+        so = _given(out_scale, "out_scale", exact, None)
+        mq, mst = _exact_quotient(np.asarray(acc_scale, np.float64), None, so, False, _FP32)
+        m = round_values(mq, _FP32, sticky=mst)
+        p, pst = _exact_product(acc.astype(np.float64), m)
+        n = round_values(p, _WIDE_INT, resolve_mode(rounding), "saturate", sticky=pst)
+        qmin, qmax = (int(of.min), int(of.max)) if of.signed else (0, (1 << of.bits) - 1)
+        n = np.clip(n + out_zero_point, qmin, qmax)
+        res.out = QuantizedTensor(n, so, int(out_zero_point), of.name, of, "tensor", None,
+                                  qmin=qmin, qmax=qmax,
+                                  scheme="symmetric" if out_zero_point == 0 else "asymmetric")
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# FP8 delayed scaling (Transformer Engine style)
+
+class DelayedScaling:
+    """Per-tensor FP8 scales from an amax history, as Transformer Engine's
+    ``DelayedScaling`` recipe keeps them.
+
+    Each named tensor has a scale (dequantisation multiplier, initially 1) and a
+    window of the last ``history_len`` amax values.  ``quantize(name, x)`` casts with
+    the *current* scale (values past the format's range saturate) and records
+    ``amax(x)``; ``update()`` (once per training step) pushes the recorded amax into
+    the window and sets ``scale = amax_ref * 2**margin / fmt.max`` (fp32), where
+    ``amax_ref`` is the window's maximum (``algo="max"``) or its newest entry
+    (``"most_recent"``).  Forward tensors use ``fwd_format`` (E4M3), gradients
+    ``bwd_format`` (E5M2): TE's HYBRID format.  (TE's default window is 1024 steps.)
+
+    >>> ds = DelayedScaling(history_len=4)
+    >>> q = ds.quantize("w", [1.0, -2.0, 896.0])   # scale 1: 896 saturates to 448
+    >>> q.dequantize().tolist(), ds.update()["w"]
+    ([1.0, -2.0, 448.0], 2.0)
+    >>> ds.quantize("w", [1.0, -2.0, 896.0]).dequantize().tolist()
+    [1.0, -2.0, 896.0]
+    """
+
+    ALGOS = ("max", "most_recent")
+
+    def __init__(self, history_len=16, algo="max", margin=0, fwd_format="fp8_e4m3",
+                 bwd_format="fp8_e5m2", pow2_scale=False):
+        if not isinstance(history_len, (int, np.integer)) or history_len < 1:
+            raise ValueError(f"history_len must be a positive integer, not {history_len!r}")
+        self.history_len = int(history_len)
+        self.algo = _choice("algo", algo, self.ALGOS)
+        if not isinstance(margin, (int, np.integer)) or isinstance(margin, bool):
+            raise TypeError(f"margin must be an integer, not {type(margin).__name__}")
+        self.margin = int(margin)
+        self.formats = {"forward": get_format(fwd_format), "backward": get_format(bwd_format)}
+        self.pow2_scale = bool(pow2_scale)
+        self._scale: dict[str, float] = {}
+        self._history: dict[str, list[float]] = {}
+        self._pending: dict[str, float] = {}
+        self._role: dict[str, str] = {}
+        self.clip_fraction: dict[str, float] = {}
+
+    def scale(self, name) -> float:
+        """Current dequantisation scale of tensor ``name`` (1.0 before its first update)."""
+        return self._scale.get(name, 1.0)
+
+    def history(self, name) -> list[float]:
+        """The amax window of ``name``, oldest first."""
+        return list(self._history.get(name, []))
+
+    def quantize(self, name, x, role="forward", rounding="nearest_even", rng=None):
+        """Quantise ``x`` with ``name``'s current scale; record its amax for ``update``."""
+        role = _choice("role", role, ("forward", "backward"))
+        if self._role.setdefault(name, role) != role:
+            raise ValueError(f"tensor {name!r} was registered as {self._role[name]}, not {role}")
+        fmt = self.formats[role]
+        s = self.scale(name)
+        v = np.asarray(to_exact(x).values)
+        fin = v[np.isfinite(v)]
+        amax = float(np.max(np.abs(fin))) if fin.size else 0.0
+        self._pending[name] = max(self._pending.get(name, 0.0), amax)
+        q = quantize(x, fmt, scale=s, rounding=rounding, rng=rng)
+        self.clip_fraction[name] = float(np.mean(np.abs(v) > fmt.max * s)) if v.size else 0.0
+        return q
+
+    def update(self) -> dict[str, float]:
+        """End of a step: roll every window, recompute the scales; returns them."""
+        for name, amax in self._pending.items():
+            h = self._history.setdefault(name, [])
+            h.append(amax)
+            del h[:-self.history_len]
+            ref = max(h) if self.algo == "max" else h[-1]
+            if ref > 0 and math.isfinite(ref):
+                fmt = self.formats[self._role[name]]
+                self._scale[name] = float(_fp32_scale(ref * 2.0 ** self.margin / fmt.max,
+                                                      self.pow2_scale))
+        self._pending.clear()
+        return dict(self._scale)
+
+    def __repr__(self):
+        return (f"DelayedScaling(history_len={self.history_len}, algo={self.algo!r}, "
+                f"margin={self.margin}, tensors={sorted(self._scale)})")
+
+
+# ---------------------------------------------------------------------------------------------
+# loss scaling
+
+class LossScaler:
+    """Loss scaling with the state machine of PyTorch's ``torch.amp.GradScaler``.
+
+    ``scale(loss)`` multiplies by the current scale S; backpropagate the scaled loss;
+    ``unscale(grads)`` returns the gradients times 1/S and whether any is Inf/NaN;
+    ``update()`` then (dynamic mode):
+
+    * overflow found: ``S *= backoff_factor``, the growth counter resets, and the step
+      must be skipped (``skip`` is True);
+    * otherwise the counter grows; when it reaches ``growth_interval``,
+      ``S *= growth_factor`` (kept only if finite in fp32) and the counter resets.
+
+    S is an fp32 value, as in PyTorch.  ``dynamic=False`` keeps S fixed (a static
+    loss scale) but still reports overflow so the step can be skipped.
+
+    >>> ls = LossScaler(init_scale=2.0**16, growth_interval=2)
+    >>> ls.scale(0.5)
+    32768.0
+    >>> _, bad = ls.unscale([np.array([np.inf])]); ls.update(); ls.get_scale()
+    32768.0
+    >>> for _ in range(2): _ = ls.unscale([np.array([1.0])]); ls.update()
+    >>> ls.get_scale()
+    65536.0
+    """
+
+    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                 growth_interval=2000, dynamic=True):
+        if not (isinstance(init_scale, (int, float, np.floating, np.integer)) and init_scale > 0):
+            raise ValueError(f"init_scale must be a positive number, not {init_scale!r}")
+        if not growth_factor > 1.0:
+            raise ValueError(f"growth_factor must be > 1, not {growth_factor!r}")
+        if not 0.0 < backoff_factor < 1.0:
+            raise ValueError(f"backoff_factor must be in (0, 1), not {backoff_factor!r}")
+        if not isinstance(growth_interval, (int, np.integer)) or growth_interval < 1:
+            raise ValueError(f"growth_interval must be a positive integer, not {growth_interval!r}")
+        self._scale = float(cast(init_scale, _FP32))
+        self.growth_factor = float(growth_factor)
+        self.backoff_factor = float(backoff_factor)
+        self.growth_interval = int(growth_interval)
+        self.dynamic = bool(dynamic)
+        self.growth_tracker = 0
+        self._found_inf: bool | None = None
+        self.history: list[dict] = []
+
+    def get_scale(self) -> float:
+        return self._scale
+
+    def scale(self, loss):
+        """``loss * S`` (rounded once to float64; exact for power-of-two S)."""
+        out = _mul_fp64(np.asarray(loss, np.float64), self._scale)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def unscale(self, grads):
+        """(grads * fp32(1/S), found_inf).  ``grads``: an array or a list of arrays."""
+        single = isinstance(grads, np.ndarray) or np.isscalar(grads)
+        gl = [grads] if single else list(grads)
+        inv = float(cast(Fraction(1) / Fraction(self._scale), _FP32))
+        out, found = [], False
+        for g in gl:
+            u = _mul_fp64(np.asarray(g, np.float64), inv)
+            found = found or not bool(np.all(np.isfinite(u)))
+            out.append(u)
+        self._found_inf = found
+        return (out[0] if single else out), found
+
+    @property
+    def skip(self) -> bool:
+        """Whether the last ``unscale`` found Inf/NaN (the optimizer step must be skipped)."""
+        return bool(self._found_inf)
+
+    def update(self, found_inf=None):
+        """Advance the state machine (call once per step, after ``unscale``)."""
+        found = self._found_inf if found_inf is None else bool(found_inf)
+        if found is None:
+            raise RuntimeError("update() needs found_inf: call unscale() first or pass it")
+        before = self._scale
+        if self.dynamic:
+            if found:
+                self._scale = float(cast(Fraction(self._scale) * Fraction(self.backoff_factor), _FP32))
+                self.growth_tracker = 0
+            else:
+                self.growth_tracker += 1
+                if self.growth_tracker == self.growth_interval:
+                    new = float(cast(Fraction(self._scale) * Fraction(self.growth_factor), _FP32))
+                    if math.isfinite(new):
+                        self._scale = new
+                    self.growth_tracker = 0
+        self.history.append({"scale": before, "found_inf": found, "new_scale": self._scale,
+                             "growth_tracker": self.growth_tracker})
+        self._found_inf = None
+
+    def state_dict(self) -> dict:
+        return {"scale": self._scale, "growth_factor": self.growth_factor,
+                "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
+                "_growth_tracker": self.growth_tracker}
+
+    def __repr__(self):
+        mode = "dynamic" if self.dynamic else "static"
+        return f"LossScaler({mode}, scale={self._scale:g}, growth_tracker={self.growth_tracker})"
+
+
+# ---------------------------------------------------------------------------------------------
+# error metrics
+
+def quantization_error(x, q, **options) -> dict:
+    """Error of a quantisation of ``x``: ``q`` is a ``QuantizedTensor``, an array of
+    dequantised values, or a format name (quantised here with ``options``).
+
+    Returns a dict: ``mse``, ``sqnr_db`` (10 log10 of mean(x**2) / mse), ``max_abs_err``,
+    ``max_rel_err`` (over nonzero x), ``frac_clipped`` (x outside the representable range
+    of its scale; NaN when ``q`` is a plain array), ``frac_flushed`` (nonzero x that
+    became 0), ``bits_per_element``.
+
+    >>> e = quantization_error([0.001, 0.5, 1.0], "int8")
+    >>> e["frac_flushed"], round(e["sqnr_db"], 1)
+    (0.3333333333333333, 48.8)
+    """
+    xv = np.asarray(to_exact(x).values, np.float64)
+    if isinstance(q, (str, Format)):
+        q = quantize(x, q, **options)
+    elif options:
+        raise TypeError("options apply only when q is a format name")
+    if isinstance(q, QuantizedTensor):
+        xh = q.dequantize()
+        lo, hi = q.limits()
+        clipped = float(np.mean((xv < lo) | (xv > hi))) if xv.size else 0.0
+        bits = q.bits_per_element
+    else:
+        xh = np.asarray(q, np.float64)
+        clipped, bits = float("nan"), float("nan")
+    if xh.shape != xv.shape:
+        raise ValueError(f"shapes differ: x {xv.shape}, quantised {xh.shape}")
+    fin = np.isfinite(xv)
+    err = xh[fin] - xv[fin]
+    xs = xv[fin]
+    mse = float(np.mean(err ** 2)) if err.size else 0.0
+    sig = float(np.mean(xs ** 2)) if xs.size else 0.0
+    sqnr = float("inf") if mse == 0 else (10 * math.log10(sig / mse) if sig > 0 else float("-inf"))
+    nz = xs != 0
+    rel = float(np.max(np.abs(err[nz]) / np.abs(xs[nz]))) if nz.any() else 0.0
+    return {"mse": mse, "sqnr_db": sqnr,
+            "max_abs_err": float(np.max(np.abs(err))) if err.size else 0.0,
+            "max_rel_err": rel, "frac_clipped": clipped,
+            "frac_flushed": float(np.mean((xh[fin] == 0) & nz)) if xs.size else 0.0,
+            "bits_per_element": bits}
+
+
+_DEFAULT_COMPARE = ("int8", ("int8 per-channel", "int8", {"granularity": "channel"}),
+                    "fp8_e4m3", "fp8_e5m2", "mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "mxint8",
+                    "nvfp4", "int4")
+
+
+def compare_quantization(x, formats=_DEFAULT_COMPARE, show=True, **options) -> list[dict]:
+    """Quantise ``x`` in each format and print a table of the errors; returns the rows.
+
+    Entries of ``formats``: a name (``"int8"``, ``"fp8_e4m3"``, ``"mxfp4"``, ``"nvfp4"``),
+    or ``(label, name, {options})``.  ``options`` apply to every entry.
+
+    >>> rows = compare_quantization(np.linspace(-1, 1, 64), ["int8", "mxfp4"], show=False)
+    >>> [r["format"] for r in rows], rows[0]["sqnr_db"] > rows[1]["sqnr_db"]
+    (['int8', 'mxfp4'], True)
+    """
+    rows = []
+    for entry in formats:
+        if isinstance(entry, str):
+            label, name, opts = entry, entry, {}
+        elif isinstance(entry, tuple) and len(entry) == 3:
+            label, name, opts = entry
+        elif isinstance(entry, tuple) and len(entry) == 2:
+            name, opts = entry
+            label = name
+        else:
+            raise TypeError(f"a format entry is a name or (label, name, options), not {entry!r}")
+        e = quantization_error(x, quantize(x, name, **{**options, **opts}))
+        rows.append({"format": label, **e})
+    if show:
+        print(format_table(rows))
+    return rows
+
+
+def format_table(rows) -> str:
+    """Text table of ``compare_quantization`` rows."""
+    head = (f"{'format':<18}{'bits/el':>8}{'MSE':>11}{'SQNR dB':>9}{'max abs':>11}"
+            f"{'max rel':>10}{'clipped':>9}{'flushed':>9}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        pct = lambda v: "n/a" if v != v else f"{100 * v:.2f}%"  # noqa: E731
+        lines.append(f"{r['format']:<18}{r['bits_per_element']:>8.3g}{r['mse']:>11.3e}"
+                     f"{r['sqnr_db']:>9.2f}{r['max_abs_err']:>11.3e}{r['max_rel_err']:>10.3g}"
+                     f"{pct(r['frac_clipped']):>9}{pct(r['frac_flushed']):>9}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# master weights
+
+def master_weights_demo(w0=1.0, update=1e-4, steps=10, fmt="fp16", master="fp32", show=True):
+    """Add ``update`` to a weight ``steps`` times, three ways, each sum rounded once:
+
+    * ``low``: the weight lives in ``fmt`` (``w = fmt(w + update)``);
+    * ``master``: an fp32 master copy takes the update (``m = fp32(m + update)``);
+    * ``from_master``: the ``fmt`` copy used by the next forward pass, ``fmt(m)``.
+
+    With the defaults, ``1 + 0.0001`` is 1 in FP16 (half the gap above 1 is 2**-11,
+    about 0.00049), so the FP16 weight never moves, while the master copy
+    accumulates the updates and its FP16 copy steps up once it passes the midpoint.
+    Returns a dict of lists (step 0 = the start).
+
+    >>> d = master_weights_demo(show=False)
+    >>> d["low"][-1], round(d["master"][-1], 6), d["from_master"][-1]
+    (1.0, 1.001, 1.0009765625)
+    """
+    f, mf = get_format(fmt), get_format(master)
+    u = Fraction(update)
+    w = m = float(cast(w0, f))
+    m = float(cast(w0, mf))
+    low, mas, fm = [w], [m], [float(cast(m, f))]
+    for _ in range(int(steps)):
+        w = float(cast(Fraction(w) + u, f))
+        m = float(cast(Fraction(m) + u, mf))
+        low.append(w)
+        mas.append(m)
+        fm.append(float(cast(m, f)))
+    if show:
+        print(f"adding {update:g} to {w0:g}, {steps} times (exact sum: {float(Fraction(w0) + steps * u):.10g})")
+        print(f"{'step':>5} {f.name + ' only':>16} {mf.name + ' master':>18} {f.name + '(master)':>16}")
+        for i in range(len(low)):
+            print(f"{i:>5} {low[i]:>16.10g} {mas[i]:>18.10g} {fm[i]:>16.10g}")
+    return {"low": low, "master": mas, "from_master": fm}
