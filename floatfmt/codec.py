@@ -76,7 +76,8 @@ def codes_to_values(codes, fmt: Format) -> np.ndarray:
     m = c & mmask
     sub = (e == 0) & fmt.subnormals
     sig = np.where(sub, m, m + (1 << fmt.mbits)).astype(np.float64)
-    v = np.ldexp(sig, np.where(sub, fmt.emin, e - fmt.bias) - fmt.mbits)
+    with np.errstate(over="ignore"):  # the Inf/NaN exponent field of fp64 (replaced below)
+        v = np.ldexp(sig, np.where(sub, fmt.emin, e - fmt.bias) - fmt.mbits)
     if fmt.nan == "ieee":
         top = e == emask
         v = np.where(top, np.where(m == 0, np.inf, np.nan), v)
@@ -193,13 +194,20 @@ def _step(r, fmt: Format, up: bool):
 def _neighbour(x, fmt, up: bool):
     fmt = get_format(fmt)
     ex = to_exact(x)
+    v = ex.values
+    inexact = np.zeros(v.shape, bool) if ex.sticky is None else ex.sticky != 0
     r = round_exact(ex, fmt, "up" if up else "down", "inf" if fmt.inf else "saturate")
-    exact = r == ex.values if ex.sticky is None else (r == ex.values) & (ex.sticky == 0)
-    if fmt.kind == "float" and not fmt.inf:
-        big = np.abs(ex.values) > fmt.max
-        exact = exact & ~big
-        r = np.where(big & ((ex.values > 0) == up), np.nan, r)
+    exact = (r == v) & ~inexact
     out = np.where(exact, _step(r, fmt, up), r)
+    if not fmt.inf:
+        # Past the finite range there is nothing further out, and from beyond it the
+        # first value met is the end of the range (rounding saturated or gave NaN).
+        lo, hi = fmt.min, fmt.max
+        above = (v > hi) | ((v == hi) & inexact)
+        below = (v < lo) | ((v == lo) & inexact & (lo < 0))
+        out = np.where(above, np.nan if up else hi, np.where(below, lo if up else np.nan, out))
+    if not fmt.negative_zero:
+        out = out + 0.0
     return float(out) if ex.scalar else out
 
 
