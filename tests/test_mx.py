@@ -319,7 +319,7 @@ def test_nvfp4_matches_exact_reference():
     x[3, :16] *= 1e-4  # a block far below the tensor amax: its E4M3 scale underflows
     q = ff.quantize(x, "nvfp4")
     amax = Fraction(float(np.max(np.abs(x))))
-    with gmpy2.local_context(precision=24):  # fp32, correctly rounded (RNE)
+    with gmpy2.context(gmpy2.get_context(), precision=24):  # fp32, correctly rounded (RNE)
         ts = Fraction(*gmpy2.mpfr(amax / (6 * 448)).as_integer_ratio())
     assert q.tensor_scale == float(ts)
     got = q.dequantize()
