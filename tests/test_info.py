@@ -1,0 +1,107 @@
+"""info(): every field against numpy.finfo / ml_dtypes.finfo and the reference table.
+
+``precision`` follows numpy's definition, int(-log10(eps)).  ml_dtypes 0.6 reports 1
+instead for the fp8 formats with eps >= 1/8 and for e8m0 (eps = 1), where
+int(-log10(eps)) is 0; floatfmt follows numpy, so for those formats precision and
+resolution are checked against the definition, not against ml_dtypes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes as md
+import numpy as np
+import pytest
+
+import floatfmt as ff
+
+FINFO = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "bf16": md.bfloat16,
+         "fp8_e4m3": md.float8_e4m3fn, "fp8_e5m2": md.float8_e5m2,
+         "fp8_e4m3fnuz": md.float8_e4m3fnuz, "fp8_e5m2fnuz": md.float8_e5m2fnuz,
+         "fp8_e4m3_ieee": md.float8_e4m3, "fp8_e3m4": md.float8_e3m4,
+         "fp6_e2m3": md.float6_e2m3fn, "fp6_e3m2": md.float6_e3m2fn, "fp4_e2m1": md.float4_e2m1fn,
+         "e8m0": md.float8_e8m0fnu}
+IINFO = {"int8": np.int8, "uint8": np.uint8, "int4": md.int4, "uint4": md.uint4}
+
+
+def finfo(name):
+    dt = FINFO[name]
+    return np.finfo(dt) if dt in (np.float64, np.float32, np.float16) else md.finfo(dt)
+
+
+@pytest.mark.parametrize("name", list(FINFO))
+def test_fields_match_finfo(name):
+    i, fi = ff.info(name), finfo(name)
+    assert i.bits == fi.bits
+    assert i.nmant == fi.nmant and i.nexp == fi.nexp
+    assert i.minexp == fi.minexp and i.maxexp == fi.maxexp
+    for field in ("eps", "max", "min", "smallest_normal", "smallest_subnormal", "tiny"):
+        assert getattr(i, field) == float(getattr(fi, field)), field
+    # numpy's precision rule; resolution is 10**-precision (numpy stores it rounded to the dtype)
+    assert i.precision == int(-math.log10(float(fi.eps)))
+    assert i.resolution == 10.0 ** -i.precision
+    if i.precision == fi.precision:
+        assert float(fi.resolution) == ff.cast(i.resolution, name)
+    if not name.startswith(("fp8", "e8m0")):
+        assert i.precision == fi.precision  # numpy and ml_dtypes agree here
+
+
+@pytest.mark.parametrize("name", list(FINFO) + ["tf32"])
+def test_extra_fields_from_the_codes(name):
+    """bias, has_inf, nan_codes, has_negative_zero, num_finite, unit_roundoff and
+    dynamic_range_decades, recomputed from decode()."""
+    f = ff.get_format(name)
+    i = ff.info(name)
+    assert i.bias == f.bias and i.kind == "float" and i.name == name
+    assert i.unit_roundoff == i.eps / 2
+    assert i.dynamic_range_decades == pytest.approx(math.log10(i.max / i.smallest_subnormal))
+    if f.bits > 16:
+        return
+    v = ff.decode(np.arange(1 << f.bits), name)
+    assert i.has_inf == bool(np.isinf(v).any())
+    assert i.has_negative_zero == bool(((v == 0) & np.signbit(v)).any())
+    assert i.num_finite == int(np.isfinite(v).sum())
+    nan_codes = np.flatnonzero(np.isnan(v))
+    # nan_codes lists single codes or "lo..hi" ranges in hex
+    listed = set()
+    for item in i.nan_codes:
+        lo, _, hi = item.partition("..")
+        listed |= set(range(int(lo, 16), int(hi or lo, 16) + 1))
+    assert listed == set(nan_codes.tolist())
+
+
+@pytest.mark.parametrize("name", list(IINFO))
+def test_integer_info(name):
+    i, ii = ff.info(name), (np.iinfo(IINFO[name]) if IINFO[name] in (np.int8, np.uint8)
+                            else md.iinfo(IINFO[name]))
+    assert (i.min, i.max, i.bits) == (ii.min, ii.max, ii.bits)
+    assert i.kind == "int" and i.num_finite == 1 << i.bits and not i.has_inf and i.nan_codes == ()
+    assert i.eps == 1.0
+
+
+def test_reference_table_facts():
+    """A few rows of shared/reference/formats.md, read through info()."""
+    assert ff.info("fp16").max == 65504 and ff.info("fp16").smallest_subnormal == 2.0**-24
+    assert ff.info("bf16").smallest_subnormal == 2.0**-133 and ff.info("bf16").eps == 2.0**-7
+    assert ff.info("tf32").smallest_subnormal == 2.0**-136 and ff.info("tf32").bits == 19
+    assert ff.info("fp8_e4m3").max == 448 and ff.info("fp8_e4m3").nan_codes == ("0x7f", "0xff")
+    assert ff.info("fp8_e4m3fnuz").nan_codes == ("0x80",) and not ff.info("fp8_e4m3fnuz").has_negative_zero
+    assert ff.info("fp8_e5m2").nan_codes == ("0x7d..0x7f", "0xfd..0xff")
+    assert ff.info("fp4_e2m1").nan_codes == () and ff.info("fp4_e2m1").num_finite == 16
+    assert ff.info("e8m0").nan_codes == ("0xff",) and ff.info("e8m0").num_finite == 255
+    assert ff.info("fp6_e3m2").max == 28 and ff.info("fp6_e2m3").smallest_subnormal == 0.125
+    assert ff.info("fp8_e3m4").max == 15.5 and ff.info("fp8_e5m2fnuz").smallest_subnormal == 2.0**-17
+
+
+def test_repr_is_readable():
+    r = repr(ff.info("bf16"))
+    assert r.startswith("FormatInfo(bf16:") and "max = 3.3895313892515355e+38" in r
+    assert "eps = 0.0078125" in r and "\n" in r
+    md_table = ff.info("fp16")._repr_markdown_()
+    assert "| max | 65504.0 |" in md_table
+
+
+def test_info_accepts_every_kind_of_format_spec():
+    assert ff.info(np.float16).max == ff.info("half").max == ff.info("e5m10").max
+    assert ff.info(ff.Format("x", ebits=6, mbits=9)).bits == 16
