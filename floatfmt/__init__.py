@@ -32,7 +32,7 @@ _LAZY = {
     # scaling and training
     "quantize": "scaling", "dequantize": "scaling", "fake_quant": "scaling",
     "int_matmul": "scaling", "DelayedScaling": "scaling", "LossScaler": "scaling",
-    "compare_quantization": "scaling", "quantization_error": "scaling",
+    "compare_quantization": "scaling", "quantization_error": "scaling", "QuantizedTensor": "scaling", "master_weights_demo": "scaling",
     # teaching
     "explain": "explain", "compare": "explain",
 }
