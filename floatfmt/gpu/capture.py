@@ -101,13 +101,19 @@ def preset_for_capability(cap) -> str:
 
 
 def model_blocks(model: str) -> dict:
-    """Block size L per input format of a preset (from floatfmt.tensorcore when it is
-    there, else the H100 values of the reference file)."""
+    """Block size L per input format of a tensor-core preset (the reference file's
+    H100 values when floatfmt.tensorcore is missing or lacks the format)."""
+    out = dict(P.DEFAULT_BLOCKS)
     try:
-        from ..tensorcore import block_sizes
-        return dict(block_sizes(model))
-    except (ImportError, AttributeError, TypeError, ValueError):
-        return dict(P.DEFAULT_BLOCKS)
+        from ..tensorcore import get_model
+    except ImportError:
+        return out
+    for fmt in out:
+        try:
+            out[fmt] = get_model(model, fmt).L
+        except (ValueError, TypeError):
+            pass
+    return out
 
 
 def sweep_order(n_chunks: int) -> list[int]:
@@ -425,21 +431,29 @@ class Capture:
         self.pending.append((self.pool.submit(fn, spec), callback))
 
     def collect(self):
-        if not self.pending:
-            return
+        """Hand worker results to their callbacks as they arrive; at the deadline, give
+        up on the rest (they are recorded as skipped)."""
         futs = {f: cb for f, cb in self.pending}
-        remaining = self.deadline - time.time() + 10
-        done, not_done = cf.wait(list(futs), timeout=max(1.0, remaining))
-        for f in done:
-            try:
-                futs[f](f.result())
-            except Exception as err:
-                self.log(f"worker task failed: {type(err).__name__}: {err}")
-                futs[f]({"error": f"{type(err).__name__}: {err}"})
-        for f in not_done:
+        self.pending = []
+        pending = set(futs)
+        end = self.deadline + 10
+        total, last = len(futs), time.time()
+        while pending and time.time() < end:
+            done, pending = cf.wait(pending, timeout=min(15.0, max(0.1, end - time.time())),
+                                    return_when=cf.FIRST_COMPLETED)
+            for f in done:
+                try:
+                    res = f.result()
+                except Exception as err:  # noqa: BLE001 - a failed task must not stop the others
+                    self.log(f"worker task failed: {type(err).__name__}: {err}")
+                    res = {"error": f"{type(err).__name__}: {err}"}
+                futs[f](res)
+            if time.time() - last > 20 and pending:
+                last = time.time()
+                self.log(f"  workers: {total - len(pending)} of {total} tasks done")
+        for f in pending:
             f.cancel()
             futs[f]({"skipped": True})
-        self.pending = []
         for fin in getattr(self, "finalizers", []):
             fin()
 

@@ -44,19 +44,21 @@ DEFAULT_BLOCKS = {"fp16": 16, "bf16": 16, "tf32": 8, "fp8_e4m3": 32, "fp8_e5m2":
 
 def f32_codes(x) -> np.ndarray:
     """float32 bit patterns (uint32) of values that float32 holds exactly."""
-    return np.ascontiguousarray(np.asarray(x, np.float32)).view(np.uint32)
+    a = np.array(x, np.float32)  # a contiguous copy, shape kept (0-d too)
+    return a.view(np.uint32)
 
 
 def f32_values(codes) -> np.ndarray:
     """float32 values (as float64) of uint32 bit patterns."""
     with np.errstate(invalid="ignore"):
-        return np.ascontiguousarray(np.asarray(codes, np.uint32)).view(np.float32).astype(np.float64)
+        return np.array(codes, np.uint32).view(np.float32).astype(np.float64)
 
 
 def f32_step(codes, up: bool) -> np.ndarray:
     """The float32 neighbour (one ulp up or down in value) of finite bit patterns."""
-    x = np.ascontiguousarray(np.asarray(codes, np.uint32)).view(np.float32)
-    return f32_codes(np.nextafter(x, np.float32(np.inf if up else -np.inf)))
+    x = np.array(codes, np.uint32).view(np.float32)
+    with np.errstate(over="ignore"):
+        return f32_codes(np.nextafter(x, np.float32(np.inf if up else -np.inf)))
 
 
 def structured_cast_inputs(target) -> np.ndarray:
@@ -397,7 +399,9 @@ def diagnose_probes(names, kinds, params, results, k: int, metas=None) -> dict:
         if kd == "final" and p > 0:
             s = (metas or {}).get(n, {}).get("scale", 2.0)
             v = r[n]
+            exact = s * (1 + 0.75 * 2.0 ** -p)
             out[f"final_p{int(p)}"] = ("RZ" if v == s else "RN" if v == s * (1 + 2.0 ** -p)
+                                      else "exact (more than P bits kept)" if v == exact
                                       else f"other ({v!r})")
         if kd == "block" and n == "block_p0":
             out["lost_block_p0"] = int(round((k - 2) - r[n] / 2.0 ** -18)) if np.isfinite(r[n]) else None
