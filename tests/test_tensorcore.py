@@ -153,10 +153,10 @@ def test_subnormal_inputs_and_outputs():
     assert ff.dot([2.0 ** -70], [2.0 ** -70], "bf16", model="h100") == 2.0 ** -140
     r = ff.dot([1.5 * 2.0 ** -75], [2.0 ** -74], "bf16", model="h100")  # 0.75 * 2**-148
     assert r == 2.0 ** -149  # 1.5 * 2**-149 truncated to the subnormal grid
-    # the zero-term exponent floor: four products 1.75 * 2**-152 and a zero accumulator
+    # the zero-term exponent floor: eight products 1.75 * 2**-152 and a zero accumulator
     # (floor -133): aligned to 2**-158 they add exactly to 1.75 * 2**-149 -> RZ 2**-149;
     # with a floor of -126 each would be truncated to 0 first
-    a, b = [1.75 * 2.0 ** -76] * 4, [2.0 ** -76] * 4
+    a, b = [1.75 * 2.0 ** -76] * 8, [2.0 ** -76] * 8
     h = get_model("h100", "bf16")
     assert ff.dot(a, b, "bf16", model=h) == 2.0 ** -149 == slow.dot(a, b, h)
     h126 = h.replace(zero_exponent=-126)
