@@ -37,6 +37,7 @@ import numpy as np
 
 from .cast import cast
 from .codec import codes_to_values, values_to_codes
+from .eft import exact_product, exact_quotient
 from .exact import _fraction_rz, _parse_string, to_exact
 from .formats import Format, get_format
 from .rounding import make_rng, resolve_mode, round_values
@@ -86,82 +87,10 @@ def _choice(kind, value, valid):
 # ---------------------------------------------------------------------------------------------
 # exact quotients and products, handed to the rounding routine with their remainder class
 
-_SPLIT = 134217729.0  # 2**27 + 1, Veltkamp's splitter for float64
-
-
-def _two_prod(a, b):
-    """``p = fl(a*b)`` and the exact error ``e = a*b - p`` (Dekker; no fma needed)."""
-    p = a * b
-    c = _SPLIT * a
-    ah = c - (c - a)
-    al = a - ah
-    c = _SPLIT * b
-    bh = c - (c - b)
-    bl = b - bh
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    return p, e
-
-
-def _rz_class(p, side, half_cmp):
-    """Truncate ``exact = p + delta`` toward zero, where ``p`` is the float64 nearest.
-
-    ``side``: +1 where |exact| > |p|, -1 where |exact| < |p|, 0 where exact == p.
-    ``half_cmp``: sign of (|delta| - half the float64 gap on that side): -1, 0 or +1.
-    Returns (truncated float64, remainder class 0..3) as ``round_values`` takes them.
-    """
-    trunc = np.where(side < 0, np.nextafter(p, np.copysign(0.0, p)), p)
-    cls = np.zeros(p.shape, np.uint8)
-    # beyond |p|: the remainder is |delta| (below or at half a gap)
-    cls[(side > 0) & (half_cmp < 0)] = 1
-    cls[(side > 0) & (half_cmp == 0)] = 2
-    # below |p|: the remainder is gap - |delta| (at or above half)
-    cls[(side < 0) & (half_cmp < 0)] = 3
-    cls[(side < 0) & (half_cmp == 0)] = 2
-    return trunc, cls
-
-
-def _safe(p, *operands):
-    """Mask of elements where the error-free transformations cannot over/underflow."""
-    ok = np.isfinite(p) & ((np.abs(p) >= 2.0 ** -960) | (p == 0))
-    for a in operands:
-        ok &= np.abs(a) < 2.0 ** 960
-    return ok
-
-
-def _fraction_fallback(vals, sticky, idx, op, left, right):
-    """Exact quotient/product with Fractions for the (rare) elements at the range edges."""
-    for i in zip(*idx):
-        a, b = float(left[i]), float(right[i])
-        if not (math.isfinite(a) and math.isfinite(b)):
-            with np.errstate(all="ignore"):
-                vals[i] = a / b if op == "div" else a * b
-            sticky[i] = 0
-            continue
-        fa, fb = Fraction(a), Fraction(b)
-        r = fa / fb if op == "div" else fa * fb
-        vals[i], sticky[i] = _fraction_rz(r)
-
-
 def _exact_product(a, b):
     """(truncated float64, remainder class or None) of the exact products ``a * b``."""
-    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
-    with np.errstate(all="ignore"):
-        p, e = _two_prod(a, b)
-    ok = _safe(p, a, b)
-    if ok.all() and not e.any():
-        return p, None
-    side = np.where(e == 0, 0, np.where(np.signbit(e) == np.signbit(p), 1, -1))
-    side = np.where(p == 0, 0, side)
-    up = np.spacing(np.abs(p))
-    down = np.abs(p) - np.abs(np.nextafter(p, np.copysign(0.0, p)))
-    gap = np.where(side > 0, up, down)
-    with np.errstate(invalid="ignore"):
-        half_cmp = np.nan_to_num(np.sign(2.0 * np.abs(e) - gap)).astype(np.int8)
-    vals, cls = _rz_class(p, side, half_cmp)
-    vals = np.array(vals)
-    if not ok.all():
-        _fraction_fallback(vals, cls, np.nonzero(~ok), "mul", a, b)
-    return vals, (cls if cls.any() else None)
+    t, cls = exact_product(a, b)
+    return t, (cls if cls is not None and cls.any() else None)
 
 
 def _sig_bits_at_most(s, bits):
@@ -192,9 +121,8 @@ def _exact_quotient(v, exact, s, narrow, target: Format):
       2**-53 of the exact one, while the exact quotient is at least 2**-51 (relative)
       away from any tie or grid point of the target unless it lies on it, so rounding
       the float64 quotient once is the correct single rounding.
-    * otherwise: the residual ``v - d*s`` of the float64 quotient ``d`` is computed
-      exactly (Dekker's product, Sterbenz subtraction) and its sign gives the
-      remainder class (a quotient by a non-power of two is never a float64 midpoint).
+    * otherwise ``floatfmt.eft.exact_quotient`` (the exact residual's sign gives the
+      remainder class).
     ``exact``: None, or an object array of the inputs as ``Fraction`` when float64
     does not hold them (Fractions, decimal strings, huge integers): divided exactly.
     """
@@ -214,18 +142,8 @@ def _exact_quotient(v, exact, s, narrow, target: Format):
         return d, None
     if narrow and target.precision_bits <= 20 and _sig_bits_at_most(s, 30):
         return d, None
-    db, sb, vb = np.broadcast_arrays(d, s, v)
-    with np.errstate(all="ignore"):
-        p, e = _two_prod(db, sb)
-        rho = (vb - p) - e  # the exact residual v - d*s
-    ok = (_safe(p, db, sb) & (np.abs(db) >= 2.0 ** -960)) | (vb == 0)
-    side = np.where(rho == 0, 0, np.where(np.signbit(rho) == np.signbit(db), 1, -1))
-    side = np.where((db == 0) | ~np.isfinite(db), 0, side)
-    vals, cls = _rz_class(db, side, np.full(db.shape, -1, np.int8))
-    vals = np.array(vals)
-    if not ok.all():
-        _fraction_fallback(vals, cls, np.nonzero(~ok), "div", vb, sb)
-    return vals, (cls if cls.any() else None)
+    t, cls = exact_quotient(v, s)
+    return t, (cls if cls is not None and cls.any() else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,9 +200,7 @@ class QuantizedTensor:
             if self.fmt == "mxint8":
                 c = values_to_codes(np.ldexp(self.elements, _MXINT8_SHIFT), fmt)
             elif fmt.kind == "int":
-                lo, hi = (self.qmin, self.qmax)
-                dt = np.result_type(np.min_scalar_type(lo), np.min_scalar_type(hi))
-                c = self.elements.astype(dt)
+                c = self.elements.astype(_int_dtype(fmt))
             else:
                 c = values_to_codes(self.elements, fmt)
             self._cache["codes"] = c
@@ -312,23 +228,21 @@ class QuantizedTensor:
         return out.astype(dtype, copy=False)
 
     def limits(self):
-        """(lowest, highest) representable dequantised value per element (broadcastable)."""
+        """Clipping thresholds (lo, hi), broadcastable to the input: values beyond them
+        saturate, i.e. would round past the largest code if the range went on (the
+        largest code plus half a step, the step of the top binade for floats)."""
         s = self._expand(self.scale)
-        if self.granularity == "block":
-            if self.tensor_scale is not None:
-                s = s * self.tensor_scale
-            top = self._elem_max()
-            return -top * s, top * s
-        zp = np.asarray(self.zero_point, np.float64)
-        if self.element_format.kind == "int":
-            return (self.qmin - zp) * s, (self.qmax - zp) * s
-        m = self.element_format.max
-        return -m * s, m * s
-
-    def _elem_max(self):
+        if self.tensor_scale is not None:
+            s = s * self.tensor_scale
+        if self.element_format.kind == "int" and self.fmt != "mxint8":
+            zp = np.asarray(self.zero_point, np.float64)
+            return (self.qmin - 0.5 - zp) * s, (self.qmax + 0.5 - zp) * s
         if self.fmt == "mxint8":
-            return 127.0 / 64
-        return self.element_format.max
+            top = (127 + 0.5) / 64
+        else:
+            f = self.element_format
+            top = f.max + 2.0 ** (f.emax - f.mbits) / 2
+        return -top * s, top * s
 
     @property
     def bits_per_element(self) -> float:
@@ -355,6 +269,11 @@ class QuantizedTensor:
         sdesc = f"scale={float(sc):.6g}" if sc.ndim == 0 else f"{sc.size} scales"
         return (f"QuantizedTensor({self.fmt}, shape={self.shape}, {g}, {sdesc}, "
                 f"{self.bits_per_element:.3g} bits/element)")
+
+
+def _int_dtype(fmt: Format):
+    return np.dtype(np.int8 if fmt.signed else np.uint8) if fmt.bits <= 8 else \
+        np.dtype(np.int16 if fmt.signed else np.uint16)
 
 
 def dequantize(q: QuantizedTensor, dtype=np.float64) -> np.ndarray:
@@ -1214,9 +1133,10 @@ def quantization_error(x, q, **options) -> dict:
     dequantised values, or a format name (quantised here with ``options``).
 
     Returns a dict: ``mse``, ``sqnr_db`` (10 log10 of mean(x**2) / mse), ``max_abs_err``,
-    ``max_rel_err`` (over nonzero x), ``frac_clipped`` (x outside the representable range
-    of its scale; NaN when ``q`` is a plain array), ``frac_flushed`` (nonzero x that
-    became 0), ``bits_per_element``.
+    ``max_rel_err`` (over nonzero x), ``frac_clipped`` (x that saturated: beyond the
+    largest code by more than half a step, see ``QuantizedTensor.limits``; NaN when
+    ``q`` is a plain array), ``frac_flushed`` (nonzero x that became 0),
+    ``bits_per_element``.
 
     >>> e = quantization_error([0.001, 0.5, 1.0], "int8")
     >>> e["frac_flushed"], round(e["sqnr_db"], 1)
