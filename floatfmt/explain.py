@@ -825,23 +825,27 @@ def compare(formats=DEFAULT_COMPARE) -> ComparisonTable:
 
 # ----------------------------------------------------------------------------- explorer
 def explorer(fmt="bf16", value=0.1):
-    """An ipywidgets explorer: pick a format and a value (or slide the code) and
-    see ``explain``.  Without ipywidgets it returns the static ``Explanation``."""
+    """An ipywidgets explorer: pick a format, a rounding mode and a value, or
+    slide through the codes (for formats wider than 16 bits the slider sets
+    the top 16 bits), and see ``explain``.  Without ipywidgets it returns the
+    static ``Explanation`` of ``value``."""
     try:
         import ipywidgets as w
         from IPython.display import display
     except ImportError:
         return explain(value, fmt)
-    names = [n for n in ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz",
-                         "fp6_e2m3", "fp6_e3m2", "fp4_e2m1", "e8m0", "int8", "uint8", "int4")]
-    fsel = w.Dropdown(options=names, value=get_format(fmt).name, description="format")
-    text = w.Text(value=str(value), description="value")
-    mode = w.Dropdown(options=list(("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")),
+    names = ["fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz",
+             "fp6_e2m3", "fp6_e3m2", "fp4_e2m1", "e8m0", "int8", "uint8", "int4"]
+    start = get_format(fmt).name
+    if start not in names:
+        names.append(start)
+    fsel = w.Dropdown(options=names, value=start, description="format")
+    text = w.Text(value=str(value), description="value", continuous_update=False)
+    mode = w.Dropdown(options=["nearest_even", "nearest_away", "toward_zero", "up", "down", "odd"],
                       value="nearest_even", description="rounding")
     code = w.IntSlider(min=0, max=(1 << min(get_format(fmt).bits, 16)) - 1, description="code",
                        continuous_update=False)
     out = w.Output()
-    busy = {"flag": False}
 
     def show(*_):
         out.clear_output(wait=True)
@@ -852,21 +856,13 @@ def explorer(fmt="bf16", value=0.1):
                 print(f"error: {err}")
 
     def from_code(change):
-        if busy["flag"]:
-            return
         from .codec import decode
         f = get_format(fsel.value)
-        try:
-            v = decode(int(change["new"]), f)
-        except ValueError:
-            return
-        busy["flag"] = True
-        text.value = _num(v) if v == v else "nan"
-        busy["flag"] = False
+        v = decode(int(change["new"]) << max(f.bits - 16, 0), f)
+        text.value = repr(v) if v == v else "nan"
 
     def new_format(change):
-        f = get_format(change["new"])
-        code.max = (1 << min(f.bits, 16)) - 1
+        code.max = (1 << min(get_format(change["new"]).bits, 16)) - 1
         show()
 
     text.observe(show, names="value")

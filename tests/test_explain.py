@@ -339,3 +339,27 @@ def test_compare_default_and_single():
     assert len(ff.compare("fp4").rows) == 1
     with pytest.raises(ValueError):
         ff.compare(["fp16", "nope"])
+
+
+def test_explorer_with_and_without_widgets(monkeypatch):
+    import builtins
+    from floatfmt.explain import explorer
+    pytest.importorskip("ipywidgets")
+    box = explorer("fp8_e4m3", 0.3)
+    assert type(box).__name__ == "VBox"
+    fsel, mode = box.children[0].children
+    text, code = box.children[1].children
+    code.value = 0x7E  # the slider sets the value from a code
+    assert text.value == "448.0"
+    fsel.value = "fp32"
+    assert code.max == 0xFFFF
+    real_import = builtins.__import__
+
+    def no_widgets(name, *args, **kw):
+        if name.startswith("ipywidgets"):
+            raise ImportError(name)
+        return real_import(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_widgets)
+    static = explorer("bf16", 0.1)
+    assert isinstance(static, Explanation) and static.code == 0x3DCD
