@@ -1,0 +1,308 @@
+"""Elementwise arithmetic behaviour (the bit-for-bit MPFR comparison is in test_ops_oracle.py)
+and the FPArray wrapper."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import floatfmt as ff
+from floatfmt.ops import promote_formats
+
+
+def _neg_zero(x):
+    return x == 0 and math.copysign(1.0, x) < 0
+
+
+# ----------------------------------------------------------------------------- the headline
+def test_vanishing_update():
+    assert ff.add(1.0, 0.0001, "fp16") == 1.0
+    assert ff.add(1.0, 0.0001, "fp32") != 1.0
+    assert ff.add(1.0, 0.0001, "bf16") == 1.0
+    assert ff.add(1.0, 0.001, "fp16") == 1.0009765625  # 0.001 is more than half an ulp
+    x = ff.scalar(1.0, "fp16") + 0.0001
+    assert isinstance(x, ff.FPArray) and float(x) == 1.0 and repr(x) == "FPArray(1.0, fmt='fp16')"
+
+
+def test_operands_are_cast_first_then_rounded_once():
+    # 0.1 and 0.2 become bf16 values first; their exact sum is then rounded once
+    a, b = ff.cast(0.1, "bf16"), ff.cast(0.2, "bf16")
+    assert ff.add(0.1, 0.2, "bf16") == ff.cast(Fraction(a) + Fraction(b), "bf16")
+    # strings and Fractions are exact inputs, rounded once on the way in
+    assert ff.mul("0.1", Fraction(1, 3), "fp32") == ff.mul(ff.cast("0.1", "fp32"),
+                                                           ff.cast(Fraction(1, 3), "fp32"), "fp32")
+    # fma: one rounding of a*b + c (the product alone would round to 1 in fp16)
+    a, b = 1 + 2 ** -10, 1 - 2 ** -10
+    assert ff.mul(a, b, "fp16") == 1.0
+    assert ff.fma(a, b, -1.0, "fp16") == -(2.0 ** -20)
+    assert ff.add(ff.mul(a, b, "fp16"), -1.0, "fp16") == 0.0
+
+
+def test_types_and_shapes():
+    r = ff.add(1.0, 2.0, "fp16")
+    assert type(r) is float
+    r = ff.add(np.float32(1.0), 2, "fp16")
+    assert type(r) is float
+    r = ff.mul(np.ones((2, 3)), np.arange(3), "bf16")
+    assert r.shape == (2, 3) and r.dtype == np.float64
+    assert ff.fma([1.0, 2.0], 3.0, np.zeros((4, 1)), "fp16").shape == (4, 2)
+    assert ff.sqrt([4.0, 9.0], "fp8_e4m3").tolist() == [2.0, 3.0]
+    with pytest.raises(TypeError):
+        ff.add({"a": 1}, 1.0, "fp16")
+    with pytest.raises(ValueError, match="Did you mean"):
+        ff.add(1.0, 1.0, "fp61")
+    with pytest.raises(ValueError, match="nearest_even"):
+        ff.add(1.0, 1.0, "fp16", rounding="round")
+
+
+# ----------------------------------------------------------------------------- IEEE specials
+def test_invalid_operations_give_nan():
+    inf = math.inf
+    assert math.isnan(ff.add(inf, -inf, "fp16"))
+    assert math.isnan(ff.sub(inf, inf, "bf16"))
+    assert math.isnan(ff.mul(0.0, inf, "fp32"))
+    assert math.isnan(ff.div(0.0, 0.0, "fp16"))
+    assert math.isnan(ff.div(inf, -inf, "fp16"))
+    assert math.isnan(ff.sqrt(-1.0, "fp16"))
+    assert math.isnan(ff.fma(0.0, inf, 1.0, "fp16"))
+    assert math.isnan(ff.fma(inf, 1.0, -inf, "fp16"))
+    assert math.isnan(ff.add(math.nan, 1.0, "fp8_e5m2"))
+
+
+def test_division_by_zero_gives_signed_inf():
+    assert ff.div(1.0, 0.0, "fp16") == math.inf
+    assert ff.div(-1.0, 0.0, "fp16") == -math.inf
+    assert ff.div(1.0, -0.0, "bf16") == -math.inf
+    assert ff.div(-3.0, -0.0, "fp32") == math.inf
+
+
+@pytest.mark.parametrize("mode", ["nearest_even", "nearest_away", "toward_zero", "up", "odd",
+                                  "stochastic"])
+def test_exact_zero_sums_are_plus_zero_except_down(mode):
+    for a, b in ((1.0, -1.0), (0.0, -0.0), (-0.5, 0.5)):
+        r = ff.add(a, b, "fp16", rounding=mode, rng=0)
+        assert r == 0 and not _neg_zero(r), (a, b, mode)
+        r = ff.add(a, b, "fp16", rounding="down")
+        assert _neg_zero(r), (a, b)
+    assert _neg_zero(ff.add(-0.0, -0.0, "fp16", rounding=mode, rng=0))
+    assert not _neg_zero(ff.add(0.0, 0.0, "fp16", rounding="down"))
+    assert not _neg_zero(ff.sub(1.0, 1.0, "bf16", rounding=mode, rng=0))
+    assert _neg_zero(ff.sub(1.0, 1.0, "bf16", rounding="down"))
+    # fma: (+0) + (-0) products and sums follow the same rule
+    assert _neg_zero(ff.fma(-1.0, 0.0, -0.0, "fp16"))
+    assert not _neg_zero(ff.fma(-1.0, 0.0, 0.0, "fp16"))
+    assert _neg_zero(ff.fma(-1.0, 0.0, 0.0, "fp16", rounding="down"))
+    assert not _neg_zero(ff.fma(2.0, 3.0, -6.0, "fp16"))
+    assert _neg_zero(ff.fma(2.0, 3.0, -6.0, "fp16", rounding="down"))
+
+
+def test_signed_zero_of_products_and_tiny_results():
+    assert _neg_zero(ff.mul(-0.0, 5.0, "fp16"))
+    assert _neg_zero(ff.mul(-(2.0 ** -20), 2.0 ** -20, "fp16"))  # underflow keeps the sign
+    assert _neg_zero(ff.sqrt(-0.0, "bf16"))
+    assert ff.mul(-(2.0 ** -20), 2.0 ** -20, "fp16", rounding="down") == -(2.0 ** -24)
+    # formats without -0 give +0
+    assert not _neg_zero(ff.mul(-0.0, 5.0, "fp8_e4m3fnuz"))
+
+
+def test_formats_without_inf_follow_their_overflow_policy():
+    assert math.isnan(ff.div(1.0, 0.0, "fp8_e4m3"))  # e4m3: overflow gives NaN
+    assert ff.div(1.0, 0.0, "fp8_e4m3", overflow="saturate") == 448.0
+    assert ff.div(-1.0, 0.0, "fp4_e2m1") == -6.0  # fp4 saturates
+    assert ff.mul(448.0, 2.0, "fp8_e4m3", overflow="saturate") == 448.0
+    assert math.isnan(ff.mul(448.0, 2.0, "fp8_e4m3"))
+    assert ff.add(6.0, 6.0, "fp4_e2m1") == 6.0
+    assert ff.add(6.0, 6.0, "fp4_e2m1", rounding="toward_zero") == 6.0
+    assert ff.mul(60000.0, 2.0, "fp16") == math.inf
+    assert ff.mul(60000.0, 2.0, "fp16", rounding="toward_zero") == 65504.0
+
+
+def test_formats_without_nan_raise_on_invalid_operations():
+    with pytest.raises(ValueError, match="fp4_e2m1 has no NaN"):
+        ff.div(0.0, 0.0, "fp4_e2m1")
+    with pytest.raises(ValueError, match="no NaN"):
+        ff.sqrt(-1.0, "fp6_e2m3")
+    with pytest.raises(ValueError, match="no NaN"):
+        ff.add(math.nan, 1.0, "fp6_e3m2")
+    with pytest.raises(ValueError, match="no NaN"):
+        ff.div([1.0, 0.0], [1.0, 0.0], "fp4_e2m1")
+    with pytest.raises(ValueError, match="no NaN"):
+        ff.array([0.0, 1.0], "fp4_e2m1") / 0.0
+    # valid operations are fine
+    assert ff.div([1.0, 3.0], [2.0, 2.0], "fp4_e2m1").tolist() == [0.5, 1.5]
+    with pytest.raises(ValueError, match="int8 has no NaN"):
+        ff.div(0, 0, "int8")
+
+
+# ----------------------------------------------------------------------------- options
+def test_directed_modes_and_correct_rounding_of_div_sqrt():
+    third_dn = ff.div(1.0, 3.0, "bf16", rounding="down")
+    third_up = ff.div(1.0, 3.0, "bf16", rounding="up")
+    assert third_dn < 1 / 3 < third_up
+    assert ff.next_up(third_dn, "bf16") == third_up
+    assert ff.sqrt(2.0, "fp16", rounding="down") ** 2 < 2 < ff.sqrt(2.0, "fp16", rounding="up") ** 2
+    assert ff.sqrt(4.0, "fp16", rounding="up") == 2.0  # exact stays exact
+    assert ff.div(1.0, 4.0, "fp8_e5m2", rounding="odd") == 0.25
+
+
+def test_ftz_and_daz():
+    tiny = 2.0 ** -20  # subnormal in fp16
+    assert ff.mul(tiny, 1.0, "fp16") == tiny
+    assert ff.mul(tiny, 1.0, "fp16", daz=True) == 0.0  # operand treated as zero
+    assert ff.mul(2.0 ** -7, 2.0 ** -10, "fp16") == 2.0 ** -17
+    assert ff.mul(2.0 ** -7, 2.0 ** -10, "fp16", ftz=True) == 0.0  # result flushed
+    assert _neg_zero(ff.mul(-(2.0 ** -7), 2.0 ** -10, "fp16", ftz=True))
+    assert ff.add(tiny, 1.0, "fp32", daz=True) == 1.0 + tiny  # normal in fp32
+
+
+def test_stochastic_rounding():
+    x = np.full(20000, 1.0)
+    r = ff.add(x, 2.0 ** -12, "fp16", rounding="stochastic", rng=1)
+    assert set(np.unique(r)) == {1.0, 1.0 + 2.0 ** -10}
+    assert abs(np.mean(r) - (1 + 2.0 ** -12)) < 2.0 ** -10 * 0.02
+    r2 = ff.add(x, 2.0 ** -12, "fp16", rounding="stochastic", rng=1)
+    assert np.array_equal(r, r2)
+    assert ff.add(1.0, 2.0 ** -12, "fp16", rounding="stochastic", rng=1, sr_bits=1) in (1.0, 1.0009765625)
+    with pytest.raises(ValueError):
+        ff.add(1.0, 1.0, "fp16", sr_bits=3)
+
+
+def test_integer_formats():
+    assert ff.add(100, 100, "int8") == 127.0
+    assert ff.add(100, 100, "int8", overflow="wrap") == -56.0
+    assert ff.neg(-128, "int8") == 127.0
+    assert ff.neg(-128, "int8", overflow="wrap") == -128.0
+    assert ff.mul(-7, 9, "int8") == -63.0
+    assert ff.div(7, 2, "int8") == 4.0  # 3.5 to nearest even
+    assert ff.div(7, 2, "int8", rounding="toward_zero") == 3.0
+
+
+def test_neg_abs_minimum_maximum():
+    assert ff.neg(0.1, "bf16") == -ff.cast(0.1, "bf16")
+    assert ff.abs(-0.1, "fp16") == ff.cast(0.1, "fp16")
+    assert not _neg_zero(ff.abs(-0.0, "fp16"))
+    assert _neg_zero(ff.minimum(0.0, -0.0, "fp16")) and _neg_zero(ff.minimum(-0.0, 0.0, "fp16"))
+    assert not _neg_zero(ff.maximum(0.0, -0.0, "fp16"))
+    assert not _neg_zero(ff.maximum(-0.0, 0.0, "fp16"))
+    assert math.isnan(ff.minimum(math.nan, 1.0, "fp16")) and math.isnan(ff.maximum(1.0, math.nan, "fp16"))
+    assert ff.minimum([1.0, 5.0], [3.0, 2.0], "bf16").tolist() == [1.0, 2.0]
+    assert ff.maximum(1000.0, 1e9, "fp16") == math.inf  # operands cast first
+    assert math.isnan(ff.neg(2.0, "e8m0"))  # no negative values in an unsigned format
+
+
+# ----------------------------------------------------------------------------- FPArray
+def test_fparray_basics():
+    x = ff.array([0.1, 0.2, 0.3], "bf16")
+    assert x.fmt.name == "bf16" and x.shape == (3,) and x.ndim == 1 and len(x) == 3
+    assert np.array_equal(x.values, ff.cast([0.1, 0.2, 0.3], "bf16"))
+    assert np.array_equal(x.codes, ff.encode([0.1, 0.2, 0.3], "bf16"))
+    assert repr(x) == "FPArray([0.10009765625, 0.2001953125, 0.30078125], fmt='bf16')"
+    assert repr(ff.array([1.0], "fp16", rounding="up")) == \
+        "FPArray([1.0], fmt='fp16', rounding='up')"
+    v = x.values
+    v[0] = 99  # .values is a copy
+    assert x.values[0] != 99
+    assert isinstance(x[0], ff.FPArray) and float(x[0]) == x.values[0]
+    assert x[1:].values.tolist() == x.values[1:].tolist()
+    x[0] = 0.5000001  # setitem casts into the format
+    assert x.values[0] == 0.5
+    assert np.asarray(x).dtype == np.float64
+    assert [float(e) for e in x] == x.values.tolist()
+    assert x.tolist() == x.values.tolist()
+    assert ff.scalar(0.1, "fp16").codes == ff.encode(0.1, "fp16")
+    with pytest.raises(TypeError):
+        ff.scalar([1.0, 2.0], "fp16")
+
+
+def test_fparray_arithmetic_matches_functions():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(50), rng.standard_normal(50)
+    x, y = ff.array(a, "fp16"), ff.array(b, "fp16")
+    ca, cb = ff.cast(a, "fp16"), ff.cast(b, "fp16")
+    assert np.array_equal((x + y).values, ff.add(ca, cb, "fp16"))
+    assert np.array_equal((x - y).values, ff.sub(ca, cb, "fp16"))
+    assert np.array_equal((x * y).values, ff.mul(ca, cb, "fp16"))
+    assert np.array_equal((x / y).values, ff.div(ca, cb, "fp16"))
+    assert np.array_equal((x ** 2).values, ff.mul(ca, ca, "fp16"))
+    assert np.array_equal(abs(x).values, np.abs(ca)) and np.array_equal((-x).values, -ca)
+    assert np.array_equal((+x).values, ca)
+    assert np.array_equal((abs(x) ** 0.5).values, ff.sqrt(np.abs(ca), "fp16"))
+    assert np.array_equal((x ** -1).values, ff.div(1.0, ca, "fp16"))
+    with pytest.raises(ValueError, match=r"\*\*"):
+        x ** 3
+    # scalars (Python and numpy) and arrays mix in, cast first, on either side
+    assert np.array_equal((1 - x).values, ff.sub(1.0, ca, "fp16"))
+    assert np.array_equal((2 / x).values, ff.div(2.0, ca, "fp16"))
+    assert np.array_equal((np.float64(0.1) + x).values, ff.add(0.1, ca, "fp16"))
+    assert np.array_equal((b + x).values, ff.add(cb, ca, "fp16"))
+    assert isinstance(b + x, ff.FPArray) and isinstance(np.float32(2) * x, ff.FPArray)
+    # the options travel with the array
+    u = ff.array([1.0], "fp16", rounding="up") + 2.0 ** -12
+    assert u.values[0] == 1.0 + 2.0 ** -10
+
+
+def test_fparray_comparisons_cast_the_other_operand():
+    x = ff.array([0.1, 0.5], "bf16")
+    assert (x == 0.1).tolist() == [True, False]  # 0.1 becomes bf16's 0.1 first
+    assert (x < 0.3).tolist() == [True, False]
+    assert (x >= x).all() and not (x != x).any()
+    assert (ff.scalar(1.0, "fp16") == 1.0001) is True
+    assert (ff.scalar(1.0, "fp32") == 1.0001) is False
+
+
+def test_fparray_promotion_like_pytorch():
+    h = ff.array([1.0 + 2 ** -10], "fp16")
+    b = ff.array([1.0 + 2 ** -7], "bf16")
+    s = h + b
+    assert s.fmt.name == "fp32" and s.values[0] == 2 + 2 ** -10 + 2 ** -7
+    assert (b + h).fmt.name == "fp32"
+    assert (h + ff.array([1.0], "fp32")).fmt.name == "fp32"
+    assert (ff.array([1.0], "fp8_e4m3") * h).fmt.name == "fp16"
+    table = {("fp16", "bf16"): "fp32", ("bf16", "fp32"): "fp32", ("fp32", "fp64"): "fp64",
+             ("fp8_e4m3", "fp8_e5m2"): "fp16", ("fp8_e5m2", "bf16"): "bf16",
+             ("tf32", "fp16"): "tf32", ("tf32", "fp32"): "fp32", ("fp4_e2m1", "fp8_e4m3"): "fp8_e4m3",
+             ("int8", "fp16"): "fp16", ("int8", "uint8"): "fp16", ("int4", "int8"): "int8",
+             ("fp16", "fp16"): "fp16"}
+    for (p, q), want in table.items():
+        assert promote_formats(p, q).name == want, (p, q)
+        assert promote_formats(q, p).name == want, (q, p)
+
+
+def test_fparray_reductions_and_matmul():
+    x = ff.array([1.0] + [2.0 ** -11] * 8, "fp16")
+    assert float(x.sum()) == 1.0  # every partial sum rounded to fp16
+    s32 = x.sum(acc_fmt="fp32")
+    assert float(s32) == 1.00390625 and s32.fmt.name == "fp32"
+    assert float(x.sum(order="kahan")) == 1.00390625
+    A = ff.array(np.full((2, 3), 0.1), "bf16")
+    B = ff.array(np.ones((3, 2)), "bf16")
+    C = A @ B
+    assert C.fmt.name == "bf16"
+    want = ff.cast(ff.matmul(A.values, B.values, "bf16", acc_fmt="fp32"), "bf16")
+    assert np.array_equal(C.values, want)
+    assert np.array_equal((A @ np.ones((3, 2))).values, want)
+    m = A.matmul(B, model="h100")
+    assert m.fmt.name == "fp32"
+    assert A.T.shape == (3, 2)
+
+
+def test_fparray_explain():
+    x = ff.scalar(0.1, "bf16")
+    if importlib.util.find_spec("floatfmt.explain") is None:
+        with pytest.raises(NotImplementedError):
+            x.explain()
+    else:
+        e = x.explain()
+        assert "0.10009765625" in str(e)
+
+
+def test_fparray_astype():
+    x = ff.array([0.1], "fp32")
+    y = x.astype("bf16")
+    assert y.fmt.name == "bf16" and y.values[0] == ff.cast(0.1, "bf16")
+    z = x.astype("bf16", rounding="up")
+    assert z.values[0] >= x.values[0]
