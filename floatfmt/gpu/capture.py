@@ -364,7 +364,12 @@ class Capture:
         self.writer.save()
         want = set(self.args.sections)
         if "sweep" in want or any(s in want for s in ("probes", "random")):
-            self.start_pool()
+            try:
+                self.start_pool()
+            except Exception as err:  # noqa: BLE001 - without workers, run the tasks here
+                self.log(f"could not start worker processes ({type(err).__name__}: {err}); "
+                         "running their tasks in this process")
+                self.pool = None
         steps = [("casts", self.section_casts), ("tf32", self.section_tf32),
                  ("probes", self.section_probes), ("random", self.section_random),
                  ("sweep", self.section_sweep)]
@@ -404,7 +409,11 @@ class Capture:
         return f"cpu-torch{env['versions'].get('torch', '').split('+')[0]}-{day}"
 
     def start_pool(self):
-        n = self.args.workers or max(1, min(15, (os.cpu_count() or 2) - 1))
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 2
+        n = self.args.workers or max(1, min(15, cores - 1))
         self.pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
                                            initializer=_worker_init)
         self.workers = n
@@ -522,9 +531,12 @@ class Capture:
         B = self.to_tensor(b_codes, in_fmt, device)
         odt = self.tdtype(out_fmt)
         if in_fmt in ("tf32", "fp32"):
-            torch.backends.cuda.matmul.allow_tf32 = bool(tf32 and in_fmt == "tf32")
+            on = bool(tf32 and in_fmt == "tf32")
+            torch.backends.cuda.matmul.allow_tf32 = on
+            torch.set_float32_matmul_precision("high" if on else "highest")
             out, how = torch.mm(A, B), f"torch.mm fp32, allow_tf32={torch.backends.cuda.matmul.allow_tf32}"
             torch.backends.cuda.matmul.allow_tf32 = False
+            torch.set_float32_matmul_precision("highest")
         elif in_fmt.startswith("fp8"):
             one = torch.ones((), dtype=torch.float32, device=device)
             Bc = B.t().contiguous().t()  # column-major, as _scaled_mm requires
@@ -563,7 +575,7 @@ class Capture:
             outs = {}
             for device in self.devices():
                 policy, evidence = self.overflow_policy(target, device)
-                self.policies[(target, device)] = policy
+                self.policies[(target, device)] = (policy, evidence)
                 gpu = self.cast_on(x, "fp32", target, device)
                 outs[device] = gpu
                 self._record_cast(f"cast.fp32-{target}.{device}", "fp32", target, device, x, in_ref, gpu,
@@ -611,8 +623,10 @@ class Capture:
         order = sweep_order(n_chunks)
         limit = self.args.sweep_chunks or (4 if self.dry else n_chunks)
         order = order[:limit]
-        targets = [(t, getattr(self, "policies", {}).get((t, self.device)) or self._sweep_policy(t))
-                   for t in CAST_TARGETS]
+        chosen = {t: getattr(self, "policies", {}).get((t, self.device)) or self._sweep_policy(t)
+                  for t in CAST_TARGETS}
+        targets = [(t, chosen[t][0]) for t in CAST_TARGETS]
+        t_start = time.time()
         keep = self.args.max_mismatches
         state = {t: {"mismatches": 0, "inputs": [], "gpu": [], "pred": [], "nan": set(), "cpu_diff": 0,
                      "cpu_inputs": [], "cpu_codes": []} for t, _ in targets}
@@ -665,6 +679,7 @@ class Capture:
                                                  np.asarray(s["pred"], code_dtype(fmt))[order_i])
                 w.add_check({"name": name, "section": "sweep", "kind": "sweep",
                              "params": {"src": "fp32", "dst": t, "device": self.device, "overflow": policy,
+                                        "overflow_evidence": chosen[t][1],
                                         "cases": done["cases"], "mismatches": s["mismatches"],
                                         "chunks_done": done["chunks"], "chunks_total": n_chunks,
                                         "chunk_bits": bits, "emulator": FLOATFMT_VERSION,
@@ -682,6 +697,7 @@ class Capture:
                         w.put("sweep.npz", array_key(name, "cpu_diff_codes"),
                               np.asarray(s["cpu_codes"], code_dtype(fmt)))
             w.section("sweep", chunks_done=done["chunks"], chunks_skipped=done["skipped"],
+                      wall_seconds=round(time.time() - t_start, 1),
                       worker_seconds=round(done["seconds"], 1), errors=done["errors"][:5])
             self.log(f"  sweep: {done['chunks']} of {len(order)} chunks done ({done['cases']} patterns), "
                      f"{done['skipped']} skipped")
@@ -690,9 +706,9 @@ class Capture:
 
     def _sweep_policy(self, t):
         try:
-            return self.overflow_policy(t, self.device)[0]
-        except Exception:  # noqa: BLE001
-            return get_format(t).default_overflow
+            return self.overflow_policy(t, self.device)
+        except Exception as err:  # noqa: BLE001
+            return get_format(t).default_overflow, f"probe failed: {err}"
 
     # ----------------------------------------------------------------- GEMM helpers
     def _dots_check(self, name, section, params, probes_list, k, extra_params=None):
@@ -763,7 +779,9 @@ class Capture:
     def section_tf32(self):
         x = P.tf32_operand_values().astype(np.float64)
         k = 8 if self.dry else 64
-        modes = {m: cast(x, "tf32", rounding=m) for m in ("toward_zero", "nearest_even", "nearest_away")}
+        # keys are the tensor-core model's tf32_operands values
+        modes = {m: cast(x, "tf32", rounding=r) for m, r in
+                 (("truncate", "toward_zero"), ("rne", "nearest_even"), ("rna", "nearest_away"))}
         for tf32 in (False, True):
             for side in ("a", "b"):
                 probes_list = []
@@ -781,7 +799,7 @@ class Capture:
                 rec = self._dots_check(name, "tf32", params, probes_list, k)
                 gpu_v = codes_to_values(self.writer_array(rec["arrays"]["out"]).astype(np.int64), get_format("fp32"))
                 rec["params"]["tf32_modes"] = {m: int((v == gpu_v).sum()) for m, v in modes.items()}
-                rec["params"]["tf32_modes"]["identity"] = int((x == gpu_v).sum())
+                rec["params"]["tf32_modes"]["unchanged"] = int((x == gpu_v).sum())
                 self.log(f"  {name}: of {x.size} operands, explained by " +
                          ", ".join(f"{m} {c}" for m, c in rec["params"]["tf32_modes"].items()))
         self.writer.save()

@@ -209,9 +209,11 @@ def _nan_diag(p, dst, res):
         res.diagnosis["nan_payloads"] = (f"of {p.get('nan_inputs')} NaN inputs, {p['nan_payload_kept']} kept "
                                          f"their bits, {p.get('nan_payload_quieted', 0)} kept them quieted")
     if p.get("overflow") and p.get("overflow") != dst.default_overflow:
-        res.diagnosis["overflow"] = (f"{p['overflow']} (device: {p.get('overflow_evidence', '?')}; "
-                                     f"{p.get('mismatches_with_default_overflow', '?')} mismatches "
-                                     f"under the format's own '{dst.default_overflow}')")
+        text = f"{p['overflow']} (device: {p.get('overflow_evidence', '?')}"
+        if p.get("mismatches_with_default_overflow") is not None:
+            text += (f"; {p['mismatches_with_default_overflow']} mismatches under the format's own "
+                     f"'{dst.default_overflow}'")
+        res.diagnosis["overflow"] = text + ")"
 
 
 def _compare_sweep(fx: Fixture, chk: dict, res: CheckResult):
@@ -268,7 +270,13 @@ def _compare_gemm(fx: Fixture, chk: dict, res: CheckResult):
                              "emulator": P.diagnose_probes(names, p["probe_kinds"], p["probe_params"],
                                                            vals(pred), p["k"], metas)}
         if p.get("tf32_modes") is not None:
-            res.diagnosis["tf32_operand"] = p["tf32_modes"]
+            n = int(gpu.size)
+            every = [m for m, c in p["tf32_modes"].items() if c == n]
+            res.diagnosis["tf32_operands"] = (
+                "every result is explained by " + " or ".join(
+                    "fp32 operands kept unchanged" if m == "unchanged" else f"tf32_operands={m!r}" for m in every)
+                if every else "no single operand rounding explains the results: "
+                + ", ".join(f"{m} {c}/{n}" for m, c in p["tf32_modes"].items()))
         return
     # matmul / random: parts, each a whole GEMM
     for j, part in enumerate(p["parts"]):
