@@ -407,7 +407,9 @@ def _product(kind, a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta, c, bl
     order = _resolve_order(order)
     block = _check_block(block)
     if model is not None:
+        from .ops import FPArray
         from .tensorcore import tensorcore_product
+        a, b = (x._v if isinstance(x, FPArray) else x for x in (a, b))
         acc_name = "fp32" if acc_fmt is None else acc_fmt
         res, actx_fmt = tensorcore_product(kind, a, b, fmt, model, acc_name, rounding=rounding,
                                            overflow=overflow, ftz=ftz, daz=daz, rng=rng)

@@ -184,20 +184,35 @@ def exact_sum(a, b):
 
     Specials follow numpy (NaN, +-Inf, Inf - Inf = NaN); an exact zero from
     nonzero operands is +0.  A sum beyond the float64 range is +-Inf with class 3.
+    Only the elements whose float64 sum is inexact are classified (usually few).
     """
     a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
-    s, e = two_sum(a, b)
-    s = np.atleast_1d(s)
-    e = np.atleast_1d(e)
-    with np.errstate(invalid="ignore"):
-        fin = np.isfinite(s)
-        e = np.where(fin, e, 0.0)
-    t, cls = to_sticky(s, e)
-    over = ~fin & np.isfinite(a) & np.isfinite(b)
-    if over.any():  # finite operands, infinite float64 sum: a value past the range
-        cls = np.zeros(t.shape, np.uint8) if cls is None else cls
-        cls[over.reshape(t.shape)] = 3
-    return t.reshape(a.shape), (None if cls is None else cls.reshape(a.shape))
+    shape = a.shape
+    if a.ndim == 0:
+        t, cls = exact_sum(a.reshape(1), b.reshape(1))
+        return t.reshape(()), (None if cls is None else cls.reshape(()))
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = np.add(a, b)
+        bb = s - a
+        e = s - bb
+        np.subtract(a, e, out=e)
+        np.subtract(b, bb, out=bb)
+        e += bb
+    idx = np.flatnonzero(e)  # inexact sums, plus NaN errors where s is not finite
+    if idx.size == 0:
+        return s, None
+    pos = np.unravel_index(idx, shape)
+    ss, es = s[pos], e[pos]
+    fin = np.isfinite(ss)
+    t_sub, c_sub = to_sticky(ss, np.where(fin, es, 0.0))
+    c_sub = np.zeros(ss.shape, np.uint8) if c_sub is None else c_sub
+    over = ~fin & np.isfinite(a[pos]) & np.isfinite(b[pos])
+    c_sub[over] = 3  # finite operands, infinite float64 sum: a value past the range
+    s = np.array(s, copy=True)
+    s[pos] = t_sub
+    cls = np.zeros(shape, np.uint8)
+    cls[pos] = c_sub
+    return s, cls
 
 
 def product_is_exact(fmt) -> bool:

@@ -85,12 +85,43 @@ def _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits=None) -> _Ctx:
     return _Ctx(fmt, mode, policy, bool(ftz), bool(daz), rng, sr_bits, rounding, overflow)
 
 
+_ABS = np.uint64(0x7FFFFFFFFFFFFFFF)
+
+
+def _in_format(v: np.ndarray, fmt: Format) -> bool:
+    """Cheap test: is every element of the float64 array ``v`` a finite value of ``fmt``
+    (so that casting it would change nothing)?  False means "cast it".  Works on the
+    bit patterns: no significand bits past the format's, magnitude at most max, and
+    values below the normal range on the subnormal grid."""
+    if fmt.kind != "float" or fmt.mbits >= 52 or not fmt.signed or not fmt.zero:
+        return False
+    u = v.view(np.uint64)
+    m = np.bitwise_and(u, _ABS)
+    if m.max() > np.float64(fmt.max).view(np.uint64):
+        return False  # past the range, Inf or NaN
+    one = np.uint64(1)
+    tiny = (m - one) < (np.float64(fmt.smallest_normal).view(np.uint64) - one)  # 0 < |v| < normal
+    low = np.uint64((1 << (52 - fmt.mbits)) - 1)
+    if np.bitwise_and(m, low, out=m).any():
+        return False  # more significand bits than the format has
+    if tiny.any():
+        sub = v[tiny] / fmt.smallest_subnormal  # exact: a power of two
+        if not (sub == np.trunc(sub)).all():
+            return False
+    if not fmt.negative_zero and np.signbit(v[v == 0]).any():
+        return False
+    return True
+
+
 def _operand(x, ctx: _Ctx, what="operand"):
     """(float64 values of x cast to ctx.fmt, was-scalar)."""
     if isinstance(x, FPArray):
         if x.fmt == ctx.fmt and not ctx.daz:
             return x._v, x.ndim == 0
         x = x._v
+    if (isinstance(x, np.ndarray) and x.dtype == np.float64 and x.ndim > 0 and not ctx.ftz
+            and not ctx.daz and _in_format(x, ctx.fmt)):
+        return x, False
     ex = to_exact(x)
     v = round_exact(ex, ctx.fmt, ctx.rounding, ctx.overflow, ctx.ftz, False, ctx.rng, ctx.sr_bits)
     v = np.asarray(v, np.float64)
@@ -132,6 +163,44 @@ def _zero_signs(t, cls, x, y, mode):
     return t
 
 
+_OP_CHUNK = 1 << 15
+
+
+def _run(impl, ctx, *args):
+    """``impl(ctx, *args)`` -> (values, scalar); large float arrays of one shape (with
+    scalars) are processed in slices that stay in the CPU cache."""
+    shape = None
+    for x in args:
+        if isinstance(x, FPArray):
+            x = x._v
+        if isinstance(x, np.ndarray) and x.ndim > 0:
+            if x.dtype.kind != "f" or x.dtype.itemsize > 8 or (shape is not None and x.shape != shape):
+                shape = None
+                break
+            shape = x.shape
+        elif not (isinstance(x, (float, np.floating)) or (isinstance(x, (int, np.integer))
+                                                          and not isinstance(x, bool)
+                                                          and -2 ** 53 <= x <= 2 ** 53)):
+            shape = None
+            break
+    size = 0 if shape is None else int(np.prod(shape))
+    if size <= 2 * _OP_CHUNK:
+        return impl(ctx, *args)
+    flat = [(x._v if isinstance(x, FPArray) else x) for x in args]
+    fmts = [x.fmt if isinstance(x, FPArray) else None for x in args]
+    flat = [np.ascontiguousarray(x).reshape(-1) if isinstance(x, np.ndarray) else x for x in flat]
+    out = np.empty(size)
+    for i in range(0, size, _OP_CHUNK):
+        part = [FPArray._wrap(x[i:i + _OP_CHUNK], f, _NO_OPTS) if f is not None
+                else (x[i:i + _OP_CHUNK] if isinstance(x, np.ndarray) else x)
+                for x, f in zip(flat, fmts)]
+        out[i:i + _OP_CHUNK] = impl(ctx, *part)[0]
+    return out.reshape(shape), False
+
+
+_NO_OPTS = {"rounding": "nearest_even", "overflow": None, "ftz": False, "daz": False, "rng": None}
+
+
 # ---------------------------------------------------------------------------------------------
 def add(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
         sr_bits=None):
@@ -143,15 +212,24 @@ def add(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     (0.0, -0.0)
     """
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    return _finish(*_run(_add_impl, ctx, a, b))
+
+
+def _add_impl(ctx, a, b, negate=False):
     (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
-    return _finish(_add_values(x, y, ctx, "add"), sx and sy)
+    return _add_values(x, -y if negate else y, ctx, "sub" if negate else "add"), sx and sy
+
+
+def _sub_impl(ctx, a, b):
+    return _add_impl(ctx, a, b, True)
 
 
 def _add_values(x, y, ctx, opname):
     x, y = np.broadcast_arrays(x, y)
     t, cls = eft.exact_sum(x, y)
     _check_invalid(t, ctx, opname)
-    t = _zero_signs(t, cls, x, y, ctx.mode)
+    if ctx.mode == "down":  # numpy already gives IEEE zero signs in the other modes
+        t = _zero_signs(t, cls, x, y, ctx.mode)
     return ctx.round(t, cls)
 
 
@@ -163,8 +241,7 @@ def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     (1.0, 0.99951171875)
     """
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
-    return _finish(_add_values(x, -y, ctx, "sub"), sx and sy)
+    return _finish(*_run(_sub_impl, ctx, a, b))
 
 
 def mul(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
@@ -175,10 +252,14 @@ def mul(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     (0.010009765625, inf)
     """
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    return _finish(*_run(_mul_impl, ctx, a, b))
+
+
+def _mul_impl(ctx, a, b):
     (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
     t, cls = eft.exact_product(x, y, eft.product_is_exact(ctx.fmt))
     _check_invalid(t, ctx, "mul")
-    return _finish(ctx.round(t, cls), sx and sy)
+    return ctx.round(t, cls), sx and sy
 
 
 def div(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
@@ -194,10 +275,14 @@ def div(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     (0.333251953125, 0.33349609375, -inf)
     """
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    return _finish(*_run(_div_impl, ctx, a, b))
+
+
+def _div_impl(ctx, a, b):
     (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
     t, cls = eft.exact_quotient(x, y)
     _check_invalid(t, ctx, "div")
-    return _finish(ctx.round(t, cls), sx and sy)
+    return ctx.round(t, cls), sx and sy
 
 
 def sqrt(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
@@ -209,10 +294,14 @@ def sqrt(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
     (1.4140625, 1.421875, -0.0)
     """
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    return _finish(*_run(_sqrt_impl, ctx, a))
+
+
+def _sqrt_impl(ctx, a):
     x, sx = _operand(a, ctx)
     t, cls = eft.exact_sqrt(x)
     _check_invalid(t, ctx, "sqrt")
-    return _finish(ctx.round(t, cls), sx)
+    return ctx.round(t, cls), sx
 
 
 def fma(a, b, c, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
@@ -224,15 +313,20 @@ def fma(a, b, c, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=Fal
     (-9.5367431640625e-07, 0.0)
     """
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    return _finish(*_run(_fma_impl, ctx, a, b, c))
+
+
+def _fma_impl(ctx, a, b, c):
     (x, sx), (y, sy), (z, sz) = _operand(a, ctx), _operand(b, ctx), _operand(c, ctx)
     x, y, z = np.broadcast_arrays(x, y, z)
-    t, cls = eft.exact_fma(x, y, z, eft.product_is_exact(ctx.fmt))
+    narrow = eft.product_is_exact(ctx.fmt)
+    t, cls = eft.exact_fma(x, y, z, narrow)
     _check_invalid(t, ctx, "fma")
-    if (t == 0).any():
+    if (ctx.mode == "down" or not narrow) and (t == 0).any():
         # stand-in for the exact product: a signed zero where it is zero, else 1
         p = np.where((x == 0) | (y == 0), np.where(np.signbit(x) ^ np.signbit(y), -0.0, 0.0), 1.0)
         t = _zero_signs(t, cls, p, z, ctx.mode)
-    return _finish(ctx.round(t, cls), sx and sy and sz)
+    return ctx.round(t, cls), sx and sy and sz
 
 
 def _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, fn, name):
@@ -399,8 +493,10 @@ class FPArray:
 
     @classmethod
     def _wrap(cls, values, fmt: Format, opts: dict) -> "FPArray":
+        """An FPArray around values known to be in ``fmt`` (our own results or views of
+        them: not copied)."""
         obj = cls.__new__(cls)
-        obj._v = np.array(values, np.float64)
+        obj._v = np.asarray(values, np.float64)
         obj._v.setflags(write=False)
         obj.fmt = fmt
         obj._o = dict(opts)
@@ -503,10 +599,11 @@ class FPArray:
     def _binary(self, other, fn, reflected=False):
         if isinstance(other, FPArray):
             fmt = promote_formats(self.fmt, other.fmt)
-            x, y = self._v, other._v  # both exact in fmt
+            x = self if self.fmt == fmt else self._v  # FPArrays of fmt skip the cast
+            y = other if other.fmt == fmt else other._v
         elif isinstance(other, (int, float, complex, np.generic, np.ndarray, list, tuple)) \
                 or hasattr(other, "as_integer_ratio"):
-            fmt, x, y = self.fmt, self._v, other
+            fmt, x, y = self.fmt, self, other
         else:
             return NotImplemented
         if reflected:
