@@ -188,8 +188,7 @@ def _exact_sum_axis0(T, octx):
         limbs16 = L.astype(np.uint16)  # every limb now in 0..65535
         for j in np.flatnonzero(L.any(0)):
             N = int.from_bytes(limbs16[:, j].tobytes(), "little")
-            fr = Fraction(N) * (Fraction(2) ** qmin)
-            out[j], cls[j] = eft.fraction_to_sticky(-fr if neg[j] else fr)
+            out[j], cls[j] = eft.int_to_sticky(-N if neg[j] else N, qmin)
     zero = out == 0
     zero &= cls == 0
     out[zero] = np.where(all_negzero[zero], -0.0, -0.0 if octx.mode == "down" else 0.0)

@@ -30,7 +30,7 @@ import numpy as np
 from .exact import _fraction_rz
 
 __all__ = ["two_sum", "split", "two_prod", "to_sticky", "exact_sum", "exact_product",
-           "exact_fma", "exact_quotient", "exact_sqrt", "fraction_to_sticky",
+           "exact_fma", "exact_quotient", "exact_sqrt", "fraction_to_sticky", "int_to_sticky",
            "product_is_exact"]
 
 _SPLITTER = 134217729.0  # 2**27 + 1
@@ -158,6 +158,32 @@ def to_sticky(hi, lo, tail=None):
     if scalar:
         return float(t), int(out_cls)
     return t, out_cls
+
+
+def int_to_sticky(n: int, k: int) -> tuple[float, int]:
+    """``(t, cls)`` of the exact value ``n * 2**k`` (Python ints), with integer arithmetic only.
+
+    >>> int_to_sticky(2**53 + 1, 0), int_to_sticky(-3, -1075)
+    ((9007199254740992.0, 2), (-5e-324, 2))
+    """
+    if n == 0:
+        return 0.0, 0
+    neg = n < 0
+    a = -n if neg else n
+    e = a.bit_length() - 1 + k  # floor(log2 |value|)
+    if e >= 1024:
+        return (-math.inf if neg else math.inf), 3
+    qe = max(e, -1022) - 52  # exponent of the float64 quantum at this value
+    shift = qe - k
+    if shift <= 0:
+        t, cls = math.ldexp(a, k), 0
+    else:
+        m = a >> shift
+        rem = a - (m << shift)
+        half = 1 << (shift - 1)
+        cls = 0 if rem == 0 else 1 if rem < half else 2 if rem == half else 3
+        t = math.ldexp(m, qe)
+    return (-t if neg else t), cls
 
 
 def fraction_to_sticky(fr) -> tuple[float, int]:
