@@ -456,15 +456,22 @@ class Capture:
                 except Exception as err:  # noqa: BLE001 - a failed task must not stop the others
                     self.log(f"worker task failed: {type(err).__name__}: {err}")
                     res = {"error": f"{type(err).__name__}: {err}"}
-                futs[f](res)
+                self._call(futs[f], res)
             if time.time() - last > 20 and pending:
                 last = time.time()
                 self.log(f"  workers: {total - len(pending)} of {total} tasks done")
         for f in pending:
             f.cancel()
-            futs[f]({"skipped": True})
+            self._call(futs[f], {"skipped": True})
         for fin in getattr(self, "finalizers", []):
-            fin()
+            self._call(fin)
+
+    def _call(self, fn, *args):
+        """Run a result callback; a failing one is logged, the others still run."""
+        try:
+            fn(*args)
+        except Exception as err:  # noqa: BLE001
+            self.log(f"handling a worker result FAILED: {type(err).__name__}: {err}\n{traceback.format_exc()}")
 
     def finalizer(self, fn):
         if not hasattr(self, "finalizers"):
