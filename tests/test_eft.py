@@ -215,3 +215,14 @@ def test_product_is_exact_table():
         assert eft.product_is_exact(ff.get_format(name)), name
     for name in ("fp64", "e8m30"):
         assert not eft.product_is_exact(ff.get_format(name)), name
+
+
+def test_int_to_sticky():
+    rng = np.random.default_rng(8)
+    cases = [(0, 0), (1, 0), (2 ** 53 + 1, 0), (-3, -1075), (2 ** 60 - 1, 964), (1, 1024), (5, -1080)]
+    for _ in range(2000):
+        n = int(rng.integers(1, 2 ** 62)) * int(rng.choice([-1, 1])) >> int(rng.integers(0, 60))
+        cases.append((n, int(rng.integers(-1150, 1000))))
+    for n, k in cases:
+        fr = Fraction(n) * Fraction(2) ** k
+        assert eft.int_to_sticky(n, k) == ref_sticky(fr), (n, k)

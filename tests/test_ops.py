@@ -306,3 +306,51 @@ def test_fparray_astype():
     assert y.fmt.name == "bf16" and y.values[0] == ff.cast(0.1, "bf16")
     z = x.astype("bf16", rounding="up")
     assert z.values[0] >= x.values[0]
+
+
+# ----------------------------------------------------------------------------- large arrays
+@pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3", "fp16", "fp4_e2m1", "fp64"])
+def test_large_arrays_are_processed_in_slices_with_the_same_results(fmt):
+    """Arrays above two slices go through the sliced path (and skip the cast of operands
+    already in the format): results equal the one-shot path on small pieces."""
+    from floatfmt import ops
+    rng = np.random.default_rng(9)
+    n = 3 * ops._OP_CHUNK + 123
+    raw = [np.ldexp(rng.uniform(-2, 2, n), rng.integers(-12, 12, n)) for _ in range(3)]
+    f = ff.get_format(fmt)
+    inf = [ff.cast(r, fmt, overflow="saturate") for r in raw]  # already in the format
+    inf[0][::97] = 0.0
+    mixed = [inf[0], raw[1], inf[2]]  # the raw operand needs the cast
+    piece = 20000  # below the slicing threshold: the one-shot path
+    for mode in ("nearest_even",) if fmt == "fp64" else ("nearest_even", "toward_zero", "odd"):
+        for args in (inf, mixed):
+            for name, k in (("add", 2), ("sub", 2), ("mul", 2), ("div", 2), ("fma", 3), ("sqrt", 1)):
+                a = [np.abs(x) for x in args[:k]] if name == "sqrt" else args[:k]
+                if name == "div" and not f.has_nan:  # 0/0 would raise
+                    a = [a[0], np.where(ff.cast(a[1], fmt, mode) == 0, 1.0, a[1])]
+                big = getattr(ff, name)(*a, fmt, rounding=mode)
+                small = np.concatenate([getattr(ff, name)(*[x[i:i + piece] for x in a], fmt,
+                                                          rounding=mode)
+                                        for i in range(0, n, piece)])
+                same = (big == small) | (np.isnan(big) & np.isnan(small))
+                assert same.all() and np.array_equal(np.signbit(big), np.signbit(small)), (name, mode)
+    # an FPArray operand (known to be in the format) gives the same as its values
+    x = ff.array(inf[0], fmt)
+    assert np.array_equal((x + inf[1]).values, ff.add(inf[0], inf[1], fmt), equal_nan=True)
+
+
+def test_in_format_test_agrees_with_cast():
+    from floatfmt.ops import _in_format
+    rng = np.random.default_rng(10)
+    for name in ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp6_e2m3", "fp4_e2m1", "tf32", "fp32",
+                 "fp8_e4m3fnuz"):
+        f = ff.get_format(name)
+        x = np.ldexp(rng.uniform(-2, 2, 3000), rng.integers(-30, 30, 3000))
+        x[::7], x[::11] = 0.0, -0.0
+        with np.errstate(invalid="ignore"):
+            c = ff.cast(x, f, overflow="saturate")
+        for v in list(x[:400]) + list(c[:400]) + [np.inf, np.nan, f.max, f.smallest_subnormal]:
+            cv = ff.cast(v, f)  # the test answers True exactly for finite values of the format
+            want = bool(cv == v and np.signbit(cv) == np.signbit(v) and np.isfinite(v))
+            assert _in_format(np.array([v]), f) == want, (name, v)
+        assert _in_format(np.where(np.isnan(c), 0.0, c), f)
