@@ -406,6 +406,9 @@ def _product(kind, a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta, c, bl
     order = _resolve_order(order)
     block = _check_block(block)
     if model is not None:
+        if order != "sequential":
+            raise ValueError(f"order={order!r} does not apply with a tensor-core model: the model "
+                             "fixes the order (blocks of L products chained along K)")
         from .ops import FPArray
         from .tensorcore import tensorcore_product
         a, b = (x._v if isinstance(x, FPArray) else x for x in (a, b))

@@ -237,6 +237,8 @@ def test_user_defined_model_and_errors():
         base.replace(tf32_operands="round")
     with pytest.raises(TypeError):
         get_model(3, "bf16")
+    with pytest.raises(ValueError, match="order"):
+        ff.matmul(np.ones((2, 2)), np.ones((2, 2)), "bf16", model="h100", order="pairwise")
 
 
 # ----------------------------------------------------------------------------- random vs slow model
