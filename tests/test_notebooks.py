@@ -65,7 +65,6 @@ def execute(nb, cwd: Path):
     """Run ``nb`` in place (outputs filled in); raises CellExecutionError on a failing cell."""
     env_path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + env_path if env_path else "")
-    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     try:
         client = nbclient.NotebookClient(nb, km=_kernel_manager(), timeout=CELL_TIMEOUT,
                                          allow_errors=False, resources={"metadata": {"path": str(cwd)}})

@@ -10,7 +10,6 @@ import matplotlib
 matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from floatfmt import cli, plot  # noqa: E402
