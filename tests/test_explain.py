@@ -363,3 +363,23 @@ def test_explorer_with_and_without_widgets(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_widgets)
     static = explorer("bf16", 0.1)
     assert isinstance(static, Explanation) and static.code == 0x3DCD
+
+
+@pytest.mark.parametrize("name", ff.formats())
+def test_every_registered_format_explains(name):
+    """Smoke test that also covers formats registered later: the explanation's
+    value and code agree with cast / encode, and both renderings build."""
+    f = ff.get_format(name)
+    x = 3 if f.kind == "int" else 0.3
+    e = ff.explain(x, name)
+    assert e.value == ff.cast(x, name) and e.code == ff.encode(x, name)
+    assert e.bits == format(e.code, f"0{f.bits}b")
+    assert f"0x{e.code:0{(f.bits + 3) // 4}x}" in e.text(colour=False)
+    assert e._repr_html_().count("</span>") == f.bits
+
+
+def test_array_table_uses_one_draw_for_stochastic_rounding():
+    x = np.full(8, 1 + 2 ** -12)
+    t = ff.explain(x, "fp16", rounding="stochastic", rng=3)
+    assert [t[i].value for i in range(8)] == t.stored.tolist()
+    assert set(t.stored.tolist()) <= {1.0, 1 + 2 ** -10}
