@@ -22,6 +22,7 @@ from matplotlib.patches import Rectangle
 
 from .cast import cast
 from .codec import ulp, values
+from .course import gradient_sample
 from .formats import get_format
 from .info import info
 
@@ -255,14 +256,6 @@ def plot_spacing(formats=("fp32", "fp16", "tf32", "bf16", "fp8_e5m2", "fp8_e4m3"
 
 
 # ----------------------------------------------------------------------------- 6
-def gradient_sample(n=100_000, seed=0, center=-5.0, spread=1.2) -> np.ndarray:
-    """A deterministic stand-in for a gradient tensor: random signs, log10
-    magnitudes normal around ``center`` (default 1e-5, most between 1e-7 and 1e-2)."""
-    rng = np.random.default_rng(seed)
-    mags = 10.0 ** rng.normal(center, spread, n)
-    return np.where(rng.random(n) < 0.5, -mags, mags)
-
-
 def _fractions(g, fmt):
     r = cast(g, fmt)
     zero = float(np.mean(r == 0))
@@ -273,7 +266,8 @@ def _fractions(g, fmt):
 
 def plot_gradient_underflow(formats=("fp16", "bf16", "fp8_e5m2", "fp8_e4m3"), scale=2.0 ** 16,
                             sample=None) -> Figure:
-    """Figure 6: a gradient-like sample (``gradient_sample()``) against each
+    """Figure 6: a gradient-like sample (``course.gradient_sample()``, magnitudes
+    around 1e-6) against each
     format's representable range, before and after multiplying by a loss
     scale (default 2^16); the fractions that underflow to 0, land among the
     subnormals, or overflow are printed beside each format."""
