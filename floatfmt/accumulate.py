@@ -37,7 +37,6 @@ from fractions import Fraction
 import numpy as np
 
 from . import eft
-from .formats import get_format
 from .ops import _check_invalid, _ctx, _operand, _zero_signs, fma as _fma, mul as _mul
 
 __all__ = ["sum", "dot", "matmul", "ORDERS"]
