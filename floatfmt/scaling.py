@@ -298,6 +298,10 @@ def _intake(x):
             raise TypeError("cannot keep this input exactly")
     if ex.src.kind == "float" and ex.src.precision_bits <= 24:
         narrow = True
+    elif ex.sticky is None and ex.float_dtype is not None:
+        # float64 data whose values all fit fp32 (e.g. bf16 / fp16 values kept in float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            narrow = bool(np.array_equal(v, v.astype(np.float32), equal_nan=True))
     else:
         fin = np.abs(v[np.isfinite(v)])
         narrow = ex.sticky is None and bool(np.all(fin == np.trunc(fin))) and \
@@ -829,6 +833,14 @@ def _round_fp64(vals, sticky):
 
 def _mul_fp64(a, b):
     """``a * b`` correctly rounded to float64 (one rounding, through the routine)."""
+    a = np.asarray(a, np.float64)
+    if np.ndim(b) == 0 and np.isfinite(b) and b != 0 and np.frexp(b)[0] == 0.5:
+        # a power of two: the float64 product is exact unless it leaves the normal range
+        with np.errstate(all="ignore"):
+            p = a * b
+            ap = np.abs(p)
+        if not np.any((ap < 2.0 ** -1022) & (p != 0) | (np.isinf(ap) & np.isfinite(a))):
+            return p
     p, st = _exact_product(a, b)
     return p if st is None else _round_fp64(p, st)
 
@@ -1080,7 +1092,7 @@ class LossScaler:
         """(grads * fp32(1/S), found_inf).  ``grads``: an array or a list of arrays."""
         single = isinstance(grads, np.ndarray) or np.isscalar(grads)
         gl = [grads] if single else list(grads)
-        inv = float(cast(Fraction(1) / Fraction(self._scale), _FP32))
+        inv = float(cast(Fraction(1) / Fraction(self._scale), _FP32)) if self._scale else math.inf
         out, found = [], False
         for g in gl:
             u = _mul_fp64(np.asarray(g, np.float64), inv)

@@ -1,0 +1,477 @@
+"""A tiny mixed-precision training loop: an MLP on two spirals, backprop by hand.
+
+Every tensor of the loop lives in a format chosen by a precision ``Policy``,
+and every rounding goes through floatfmt's one routine:
+
+* matmuls: operands rounded to the policy's operand format (FP8: fake-quantised
+  with per-tensor delayed scaling, E4M3 forward / E5M2 for gradients).  With an
+  fp32 accumulator the product of the rounded operands is formed in float64
+  (each product is exact; the sum of up to 256 of them is within about 2**-45
+  relative of exact, far below an fp32 ulp) and rounded once to fp32, then to
+  the output format, as a GPU epilogue does.  ``floatfmt.accumulate.matmul``
+  would round every partial sum exactly, but at 10-15 ms per 256x64x64 product
+  (about 75 ms per step) the lab could not train every policy in 30 s, so it
+  is not used here.  A low-precision accumulator (``acc="fp16"``) is modelled
+  as MMA steps: blocks of ``acc_block`` (16) products are summed in float64 and
+  each block sum is added to the accumulator with one rounding to ``acc``.
+* sums (bias, momentum, weight update) are exact (``floatfmt.eft.exact_sum``)
+  and rounded once; elementwise products and ``tanh`` are computed in float64
+  and rounded once.
+* the loss and the softmax stay fp32, the optimizer state (momentum) is fp32;
+  weights are an fp32 master copy, or (``master=False``) stored in the low format.
+
+The problem's gradients are small on purpose: the loss is multiplied by
+``loss_weight = 2**-16`` (and the learning rate divided by it, which changes
+nothing in exact arithmetic), so that gradients sit around 1e-7 to 1e-9, as a
+large network's often do.  That is what makes FP16 without loss scaling lose
+them (its smallest subnormal is 2**-24, about 6e-8).
+
+    >>> r = train("bf16", steps=5, n_points=64, hidden=16)
+    >>> len(r.loss), r.policy.name
+    (5, 'bf16')
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .eft import exact_sum
+from .exact import holds
+from .formats import Format, get_format
+from .rounding import round_values
+from .scaling import DelayedScaling, LossScaler
+
+__all__ = ["Policy", "POLICIES", "TrainResult", "train", "train_all", "spirals", "cli_train",
+           "summary_table"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Which format each kind of tensor uses.
+
+    matmul : operand format of the forward matmuls (``"fp8_e4m3"`` means FP8 with
+        per-tensor delayed scaling).
+    activations : format of activations, biases and other forward tensors.
+    grads : format of gradients (activation gradients, weight gradients).
+    grad_matmul : operand format of the backward matmuls' gradient operand.
+    acc : accumulator format of every matmul.
+    master : keep fp32 master weights (False: the weights themselves are stored in
+        ``activations``' format and every update is rounded to it; gradients and the
+        momentum stay fp32).
+    loss_scaling : None, ``"dynamic"`` (``LossScaler``) or ``"static"``.
+    """
+
+    name: str
+    description: str
+    matmul: str = "fp32"
+    activations: str = "fp32"
+    grads: str = "fp32"
+    grad_matmul: str = "fp32"
+    acc: str = "fp32"
+    master: bool = True
+    loss_scaling: str | None = None
+
+
+POLICIES = {p.name: p for p in [
+    Policy("fp32", "everything fp32"),
+    Policy("tf32", "matmul operands rounded to TF32, everything else fp32", matmul="tf32",
+           grad_matmul="tf32"),
+    Policy("bf16", "bf16 tensors, fp32 accumulation, fp32 master weights, no loss scaling",
+           "bf16", "bf16", "bf16", "bf16"),
+    Policy("fp16", "fp16 tensors, fp32 master weights, dynamic loss scaling",
+           "fp16", "fp16", "fp16", "fp16", loss_scaling="dynamic"),
+    Policy("fp16_static", "fp16 with a static loss scale of 2**16",
+           "fp16", "fp16", "fp16", "fp16", loss_scaling="static"),
+    Policy("fp16_no_scaling", "fp16 without loss scaling: small gradients underflow",
+           "fp16", "fp16", "fp16", "fp16"),
+    Policy("fp16_acc16", "fp16 with fp16 accumulators (each 16-product MMA step rounded to fp16)",
+           "fp16", "fp16", "fp16", "fp16", acc="fp16", loss_scaling="dynamic"),
+    Policy("fp16_no_master", "fp16 with dynamic loss scaling, but the weights are stored and "
+           "updated in fp16 (no fp32 master copy)",
+           "fp16", "fp16", "fp16", "fp16", master=False, loss_scaling="dynamic"),
+    Policy("fp8", "FP8 matmuls (E4M3 forward, E5M2 gradients, delayed per-tensor scaling), "
+           "bf16 elsewhere", "fp8_e4m3", "bf16", "bf16", "fp8_e5m2"),
+]}
+
+
+def spirals(n=256, seed=0, turns=1.5, noise=0.04):
+    """Two interleaved spirals: ``(X, y)`` with X of shape (n, 2) in about [-1, 1]."""
+    rng = np.random.default_rng(seed)
+    m = n // 2
+    t = np.sqrt(rng.random(m)) * turns * 2 * np.pi
+    r = t / (turns * 2 * np.pi)
+    xs = []
+    for c in (0, 1):
+        th = t + c * np.pi
+        xs.append(np.c_[r * np.cos(th), r * np.sin(th)] + noise * rng.standard_normal((m, 2)))
+    return np.vstack(xs), np.r_[np.zeros(m, np.int64), np.ones(m, np.int64)]
+
+
+@dataclass
+class TrainResult:
+    """Per-step records of one training run (arrays of length ``steps``).
+
+    loss, accuracy : of the forward pass at that step (before its update).
+    underflow : fraction of gradient values that rounding flushed to zero (of those
+        nonzero before rounding), over every gradient tensor of the step.
+    overflow : a gradient was Inf/NaN; skipped : the update was skipped for it.
+    loss_scale : the loss scale used (1 without loss scaling).
+    lost_updates : fraction of weights whose nonzero update rounded away entirely.
+    frozen : fraction of parameters that did not change at all during the annealing
+        phase (the last ``1 - anneal_at`` of the steps, where the learning rate is small).
+    """
+
+    policy: Policy
+    loss: np.ndarray
+    accuracy: np.ndarray
+    underflow: np.ndarray
+    overflow: np.ndarray
+    skipped: np.ndarray
+    loss_scale: np.ndarray
+    lost_updates: np.ndarray
+    final_loss: float
+    final_accuracy: float
+    seconds: float
+    frozen: float = 0.0
+    config: dict = field(default_factory=dict)
+
+    def summary(self) -> str:
+        p = self.policy
+        n = len(self.loss)
+        late = slice(n // 2, None)
+        lines = [
+            f"policy       {p.name}: {p.description}",
+            f"steps        {n} in {self.seconds:.2f} s",
+            f"final        loss {self.final_loss:.4f}, accuracy {100 * self.final_accuracy:.1f}%",
+            f"underflow    {100 * np.mean(self.underflow):.1f}% of gradient values flushed to zero "
+            f"(mean over steps)",
+            f"overflow     {int(self.overflow.sum())} step(s) with Inf/NaN gradients, "
+            f"{int(self.skipped.sum())} skipped",
+            f"loss scale   {self.loss_scale[0]:g} -> {self.loss_scale[-1]:g}",
+            f"lost updates {100 * np.nanmean(self.lost_updates[late]):.1f}% of weight updates "
+            f"rounded away (second half); {100 * self.frozen:.1f}% of the weights never moved "
+            f"while the learning rate was annealed",
+        ]
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return (f"TrainResult({self.policy.name}: {len(self.loss)} steps, final loss "
+                f"{self.final_loss:.4f}, accuracy {100 * self.final_accuracy:.1f}%)")
+
+
+# ---------------------------------------------------------------------------------------------
+class _Run:
+    """The formats of one run and its roundings (all through ``round_values``)."""
+
+    def __init__(self, policy: Policy, ds: DelayedScaling | None, acc_block: int):
+        self.p = policy
+        self.fp32 = get_format("fp32")
+        self.act = get_format(policy.activations)
+        self.grad = get_format(policy.grads)
+        self.acc = get_format(policy.acc)
+        self.fp8 = policy.matmul.startswith("fp8")
+        self.mm_fwd = None if self.fp8 else get_format(policy.matmul)
+        self.mm_bwd = None if self.fp8 else get_format(policy.grad_matmul)
+        self.wide_acc = self.acc.mbits >= 23
+        self.acc_block = acc_block
+        self.ds = ds
+        self.fp8_cache = {}
+        self.flushed = 0
+        self.nonzero = 0
+
+    @staticmethod
+    def rnd(x, fmt: Format, src: Format | None = None):
+        """Round to fmt (skipped when the values are known to be in ``src`` and fmt holds it)."""
+        if src is not None and holds(fmt, src):
+            return x
+        return round_values(x, fmt)
+
+    def _count(self, exact, rounded):
+        nz = exact != 0
+        self.nonzero += int(np.count_nonzero(nz))
+        self.flushed += int(np.count_nonzero(nz & (rounded == 0)))
+
+    def rnd_grad(self, x, fmt: Format):
+        """Round a gradient tensor, counting values flushed to zero."""
+        r = round_values(x, fmt)
+        self._count(x, r)
+        return r
+
+    def add(self, a, b, fmt: Format):
+        """``a + b`` rounded once (the exact sum)."""
+        t, cls = exact_sum(a, b)
+        return round_values(t, fmt, sticky=cls)
+
+    def operand(self, x, fmt, src, name, role):
+        if self.fp8:
+            # one FP8 cast per tensor and step, reused by the forward and backward matmuls
+            # (as Transformer Engine keeps the FP8 copies of weights and activations)
+            c = self.fp8_cache.get(name)
+            if c is None:
+                c = self.fp8_cache[name] = self.ds.quantize(name, x, role).dequantize()
+            return c if c.shape == x.shape else c.T  # the backward pass uses transposes
+        return self.rnd(x, fmt, src)
+
+    def _accumulate(self, A, B):
+        """The accumulator's value of A @ B (see the module docstring)."""
+        if self.wide_acc:
+            return round_values(_product(A, B), self.acc)
+        # a low-precision accumulator: blocks of acc_block products are summed (exactly,
+        # as one MMA step does), and each block sum is added to the accumulator with
+        # one rounding to acc
+        k = A.shape[1]
+        acc = None
+        for j in range(0, k, self.acc_block):
+            part = _product(A[:, j:j + self.acc_block], B[j:j + self.acc_block])
+            acc = round_values(part, self.acc) if acc is None else self.add(acc, part, self.acc)
+        return acc
+
+    def matmul(self, a, b, out: Format, fa, fb, srca, srcb, na, nb, ra, rb, grad=False):
+        """``a @ b``: operands rounded to fa / fb (FP8: fake-quantised, names na / nb,
+        roles ra / rb), accumulated in acc, rounded to ``out``."""
+        A = self.operand(a, fa, srca, na, ra)
+        B = self.operand(b, fb, srcb, nb, rb)
+        R = self._accumulate(A, B)
+        r = self.rnd(R, out, self.acc)
+        if grad:
+            self._count(_product(A, B) if not self.wide_acc else R, r)
+        return r
+
+    def colsum(self, d, out: Format):
+        """Column sums (bias gradients), accumulated like a matmul, counted as gradients."""
+        P = d.sum(axis=0)
+        if self.wide_acc:
+            R = round_values(P, self.acc)
+        else:
+            R = None
+            for j in range(0, d.shape[0], self.acc_block):
+                part = d[j:j + self.acc_block].sum(axis=0)
+                R = round_values(part, self.acc) if R is None else self.add(R, part, self.acc)
+        r = self.rnd(R, out, self.acc)
+        self._count(P, r)
+        return r
+
+
+def _product(A, B):
+    """float64 product of two matrices in a fixed summation order (no threaded BLAS:
+    the same bits on every machine and run)."""
+    return np.einsum("ij,jk->ik", A, B)
+
+
+def _init(sizes, seed):
+    rng = np.random.default_rng(seed + 1)
+    W = [rng.standard_normal((a, b)) * np.sqrt(1.0 / a) for a, b in zip(sizes[:-1], sizes[1:])]
+    W[0] *= 3.0  # a wider first layer resolves the spiral's turns sooner
+    return W, [np.zeros(s) for s in sizes[1:]]
+
+
+@np.errstate(over="ignore", invalid="ignore")  # Inf/NaN gradients are recorded, not warned
+def train(policy="bf16", steps=300, *, seed=0, n_points=256, hidden=64, lr=0.2, momentum=0.9,
+          loss_weight=2.0 ** -16, init_scale=2.0 ** 16, growth_interval=100, history_len=16,
+          anneal_at=2 / 3, anneal_factor=0.05, acc=None, acc_block=16,
+          progress=None) -> TrainResult:
+    """Train the 2 -> hidden -> hidden -> 2 tanh MLP on ``spirals`` with full-batch SGD
+    (momentum) under ``policy`` (a name from ``POLICIES`` or a ``Policy``).
+
+    Deterministic for a given seed.  ``loss_weight`` multiplies the loss (and divides
+    the learning rate): the knob that puts the gradients where FP16 loses them.
+    The learning rate drops by ``anneal_factor`` after ``anneal_at`` of the steps (a
+    step schedule's annealing phase, where updates are small).
+    ``acc`` overrides the policy's accumulator format; a low-precision accumulator
+    adds blocks of ``acc_block`` products with one rounding each.
+    ``progress(step, steps, record)`` is called after every step when given.
+
+    >>> r = train("fp32", steps=3, n_points=32, hidden=8)
+    >>> r.loss_scale.tolist(), bool(r.underflow.max() == 0)
+    ([1.0, 1.0, 1.0], True)
+    """
+    if isinstance(policy, str):
+        if policy not in POLICIES:
+            import difflib
+            close = difflib.get_close_matches(policy, list(POLICIES), n=2, cutoff=0.4)
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise ValueError(f"unknown policy {policy!r}.{hint} Valid: {', '.join(POLICIES)}.")
+        policy = POLICIES[policy]
+    if not isinstance(policy, Policy):
+        raise TypeError(f"policy must be a name or a Policy, not {type(policy).__name__}")
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, not {steps!r}")
+    if acc is not None:
+        policy = replace(policy, name=f"{policy.name}+acc_{get_format(acc).name}",
+                         acc=get_format(acc).name)
+    t0 = time.perf_counter()
+    ds = DelayedScaling(history_len=history_len) if policy.matmul.startswith("fp8") else None
+    run = _Run(policy, ds, acc_block)
+    fp32, low = run.fp32, run.act
+    wfmt = fp32 if policy.master else low  # the stored weights
+    opt = fp32  # gradients for the update and the momentum
+    X, y = spirals(n_points, seed)
+    Y = np.eye(2)[y]
+    W, b = _init([2, hidden, hidden, 2], seed)
+    params = [run.rnd(v, wfmt) for v in W + b]
+    vel = [np.zeros_like(v) for v in params]
+    scaler = None
+    if policy.loss_scaling is not None:
+        scaler = LossScaler(init_scale=init_scale, growth_interval=growth_interval,
+                            dynamic=policy.loss_scaling == "dynamic")
+    lr_hi = float(run.rnd(np.float64(lr / loss_weight), opt))
+    lr_lo = float(run.rnd(np.float64(lr * anneal_factor / loss_weight), opt))
+    mom_o = float(run.rnd(np.float64(momentum), opt))
+    anneal_step = int(round(anneal_at * steps))
+    rec = {k: np.zeros(steps) for k in ("loss", "accuracy", "underflow", "overflow", "skipped",
+                                        "loss_scale", "lost_updates")}
+    x_in = run.rnd(X, low)
+    for step in range(steps):
+        run.flushed = run.nonzero = 0
+        run.fp8_cache.clear()
+        S = scaler.get_scale() if scaler else 1.0
+        hs, logits = _forward(run, x_in, params, wfmt)
+        loss, accuracy, p = _loss(logits, Y, y)
+        # scaled gradient of loss_weight * mean cross-entropy w.r.t. the logits (fp32)
+        d = run.rnd((p - Y) * (loss_weight * S / len(y)), fp32)
+        d = run.rnd_grad(d, run.grad)
+        grads = _backward(run, hs, params, wfmt, d)
+        overflow = not all(np.all(np.isfinite(g)) for g in grads)
+        skipped = False
+        if scaler is not None:
+            grads, found = scaler.unscale(grads)  # gradients of the unscaled loss, exact
+            grads = [run.rnd_grad(g, opt) for g in grads]  # into the optimizer's format
+            skipped = found
+            scaler.update()
+        else:
+            grads = [run.rnd(g, opt, run.grad) for g in grads]
+        lost = total = 0
+        lr_o = lr_hi if step < anneal_step else lr_lo
+        if step == anneal_step:
+            snapshot = [v.copy() for v in params]
+        if not skipped:
+            for i, g in enumerate(grads):
+                vel[i] = run.add(mom_o * vel[i], g, opt)  # fp32 * fp32: exact in float64
+                upd = lr_o * vel[i]
+                new = run.add(params[i], -upd, wfmt)
+                lost += int(np.count_nonzero((upd != 0) & (new == params[i])))
+                total += int(np.count_nonzero(upd))
+                params[i] = new
+        if ds is not None:
+            ds.update()
+        rec["loss"][step] = loss
+        rec["accuracy"][step] = accuracy
+        rec["underflow"][step] = run.flushed / max(run.nonzero, 1)
+        rec["overflow"][step] = overflow
+        rec["skipped"][step] = skipped
+        rec["loss_scale"][step] = S
+        rec["lost_updates"][step] = lost / max(total, 1) if not skipped else np.nan
+        if progress is not None:
+            progress(step, steps, {k: v[step] for k, v in rec.items()})
+    frozen = 0.0
+    if anneal_step < steps:
+        frozen = sum(int(np.count_nonzero(a == b)) for a, b in zip(snapshot, params)) / \
+            sum(v.size for v in params)
+    run.fp8_cache.clear()
+    _, logits = _forward(run, x_in, params, wfmt)
+    final_loss, final_acc, _ = _loss(logits, Y, y)
+    cfg = dict(seed=seed, n_points=n_points, hidden=hidden, lr=lr, momentum=momentum,
+               loss_weight=loss_weight, init_scale=init_scale, growth_interval=growth_interval,
+               anneal_at=anneal_at, anneal_factor=anneal_factor, acc_block=acc_block,
+               anneal_step=anneal_step)
+    return TrainResult(policy, rec["loss"], rec["accuracy"], rec["underflow"],
+                       rec["overflow"].astype(bool), rec["skipped"].astype(bool),
+                       rec["loss_scale"], rec["lost_updates"], final_loss, final_acc,
+                       time.perf_counter() - t0, frozen, cfg)
+
+
+def _forward(run: _Run, x, params, opt):
+    W, b = params[:3], params[3:]
+    hs = [x]
+    for i in range(3):
+        wi = W[i] if run.fp8 else run.rnd(W[i], run.act, opt)
+        z = run.matmul(hs[-1], wi, run.act, run.mm_fwd, run.mm_fwd, run.act, run.act,
+                       f"a{i}", f"w{i}", "forward", "forward")
+        z = run.add(z, run.rnd(b[i], run.act, opt), run.act)
+        hs.append(z if i == 2 else run.rnd(np.tanh(z), run.act))
+    return hs[:-1], hs[-1]
+
+
+def _loss(logits, Y, y):
+    """Softmax cross-entropy in fp32 (float64 math, rounded once to fp32)."""
+    fp32 = get_format("fp32")
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    p = round_values(e / e.sum(axis=1, keepdims=True), fp32)
+    ll = -np.log(np.maximum(p[np.arange(len(y)), y], 1e-45))
+    loss = float(round_values(np.float64(np.mean(ll)), fp32))
+    if not np.all(np.isfinite(logits)):
+        loss = float("nan")
+    return loss, float(np.mean(np.argmax(logits, axis=1) == y)), p
+
+
+def _backward(run: _Run, hs, params, opt, d):
+    W = params[:3]
+    gW, gb = [None] * 3, [None] * 3
+    for i in (2, 1, 0):
+        gW[i] = run.matmul(hs[i].T, d, run.grad, run.mm_fwd, run.mm_bwd, run.act, run.grad,
+                           f"a{i}", f"d{i}", "forward", "backward", grad=True)
+        gb[i] = run.colsum(d, run.grad)
+        if i:
+            wi = W[i] if run.fp8 else run.rnd(W[i], run.act, opt)
+            dh = run.matmul(d, wi.T, run.grad, run.mm_bwd, run.mm_fwd, run.grad, run.act,
+                            f"d{i}", f"w{i}", "backward", "forward", grad=True)
+            # tanh' = 1 - h**2: for 16-bit formats the float64 product is exact
+            d = run.rnd_grad(dh * (1.0 - hs[i] * hs[i]), run.grad)
+    return gW + gb
+
+
+def train_all(steps=300, policies=None, progress=None, **options) -> dict[str, TrainResult]:
+    """``train`` every policy (or the names in ``policies``) with the same options."""
+    names = list(POLICIES) if policies is None else list(policies)
+    return {n: train(n, steps, progress=progress, **options) for n in names}
+
+
+def summary_table(results) -> str:
+    """One line per run: final loss and accuracy, underflow, skips, lost updates."""
+    head = (f"{'policy':<16}{'loss':>9}{'acc %':>8}{'underflow %':>13}{'skipped':>9}"
+            f"{'lost upd %':>12}{'frozen %':>10}{'scale':>10}{'seconds':>9}")
+    lines = [head, "-" * len(head)]
+    for name, r in results.items():
+        n = len(r.loss)
+        lines.append(f"{name:<16}{r.final_loss:>9.4f}{100 * r.final_accuracy:>8.1f}"
+                     f"{100 * np.mean(r.underflow):>13.1f}{int(r.skipped.sum()):>9}"
+                     f"{100 * np.nanmean(r.lost_updates[n // 2:]):>12.1f}"
+                     f"{100 * r.frozen:>10.1f}{r.loss_scale[-1]:>10g}{r.seconds:>9.2f}")
+    return "\n".join(lines)
+
+
+def _bar(stream):
+    def show(step, steps, rec):
+        if step % 10 and step != steps - 1:
+            return
+        width = 30
+        done = int(width * (step + 1) / steps)
+        stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {step + 1:>4}/{steps}  "
+                     f"loss {rec['loss']:.4f}  acc {100 * rec['accuracy']:5.1f}%  "
+                     f"scale {rec['loss_scale']:g}   ")
+        if step == steps - 1:
+            stream.write("\n")
+        stream.flush()
+    return show
+
+
+def cli_train(policy="bf16", steps=None, stream=None):
+    """``floatfmt train --policy NAME [--steps N]``: progress bar and summary;
+    ``--policy all`` trains every policy and prints a table."""
+    stream = sys.stdout if stream is None else stream
+    steps = 300 if steps is None else steps
+    if policy == "all":
+        results = {}
+        for name in POLICIES:
+            stream.write(f"{name}\n")
+            results[name] = train(name, steps, progress=_bar(stream))
+        stream.write(summary_table(results) + "\n")
+        return results
+    r = train(policy, steps, progress=_bar(stream))
+    stream.write(r.summary() + "\n")
+    return r

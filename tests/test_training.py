@@ -1,0 +1,130 @@
+"""The tiny mixed-precision training loop: the outcomes each precision policy must show."""
+
+import io
+
+import numpy as np
+import pytest
+
+from floatfmt import cli
+from floatfmt.training import POLICIES, _Run, cli_train, summary_table, train
+
+STEPS = 300
+RUNS = ("fp32", "tf32", "bf16", "fp16", "fp16_no_scaling", "fp16_no_master", "fp8")
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {name: train(name, STEPS) for name in RUNS}
+
+
+def anneal_gain(r):
+    """Relative loss decrease over the annealing phase (small learning rate)."""
+    a = r.config["anneal_step"]
+    return 1 - r.loss[-1] / r.loss[a]
+
+
+def test_fp32_tf32_bf16_reach_high_accuracy(runs):
+    for name in ("fp32", "tf32", "bf16"):
+        r = runs[name]
+        assert r.final_accuracy >= 0.97, name
+        assert r.final_loss < 0.05, name
+        assert not r.skipped.any() and not r.overflow.any()
+    # BF16 has fp32's exponent range: the same tiny gradients never underflow
+    assert runs["bf16"].underflow.max() == 0.0
+
+
+def test_fp16_with_dynamic_loss_scaling_matches_fp32(runs):
+    r, ref = runs["fp16"], runs["fp32"]
+    assert r.final_accuracy >= 0.97
+    assert abs(r.final_loss - ref.final_loss) < 0.005
+    assert np.mean(r.underflow) < 0.02
+    # growth_interval=100 and no overflow: the scale doubles every 100 steps
+    assert r.loss_scale.tolist() == [65536.0] * 100 + [131072.0] * 100 + [262144.0] * 100
+
+
+def test_fp16_without_loss_scaling_loses_gradients(runs):
+    r = runs["fp16_no_scaling"]
+    assert np.mean(r.underflow) > 0.5  # measured 0.62: most gradient values flush to zero
+    assert np.mean(r.underflow[:50]) > 0.8  # early on, when the model trains, 0.86
+    assert r.final_accuracy < 0.9
+    assert r.final_loss > 10 * runs["fp16"].final_loss
+    assert (r.loss_scale == 1.0).all()
+
+
+def test_fp16_without_master_weights_stalls(runs):
+    r, ref = runs["fp16_no_master"], runs["fp16"]
+    a = r.config["anneal_step"]
+    # while the learning rate is annealed, the updates are below half an fp16 ulp
+    assert r.frozen > 0.7 and ref.frozen < 0.01
+    assert np.mean(r.lost_updates[a:]) > 0.6 and np.mean(ref.lost_updates[a:]) < 0.01
+    # so the fp16 weights stop moving and the loss stops improving; the master copy goes on
+    assert anneal_gain(r) < 0.02
+    assert anneal_gain(ref) > 0.05
+
+
+def test_fp8_with_per_tensor_scaling_trains(runs):
+    r = runs["fp8"]
+    assert r.final_accuracy >= 0.95
+    assert r.final_loss < 0.1
+    assert r.underflow.max() == 0.0  # E5M2 gradients with delayed scaling do not flush
+
+
+def test_summary_and_table(runs):
+    s = runs["fp16_no_master"].summary()
+    assert "never moved" in s and "fp16_no_master" in s
+    t = summary_table(runs)
+    assert t.count("\n") == len(RUNS) + 1 and "fp16_no_scaling" in t
+
+
+def test_deterministic_and_seeded():
+    kw = dict(steps=12, n_points=64, hidden=16)
+    a, b = train("fp8", **kw), train("fp8", **kw)
+    for field in ("loss", "accuracy", "underflow", "loss_scale", "lost_updates"):
+        assert np.array_equal(getattr(a, field), getattr(b, field), equal_nan=True)
+    c = train("fp8", seed=1, **kw)
+    assert not np.array_equal(a.loss, c.loss)
+
+
+def test_overflow_backs_off_and_skips():
+    r = train("fp16", steps=12, n_points=64, hidden=16, init_scale=2.0 ** 40)
+    k = int(np.argmin(r.skipped))  # first step that was not skipped
+    assert k > 0 and r.skipped[:k].all() and not r.skipped[k:].any()
+    assert r.loss_scale[:k + 1].tolist() == [2.0 ** (40 - i) for i in range(k + 1)]
+    assert np.isnan(r.lost_updates[:k]).all()  # no update happened on a skipped step
+    static = train("fp16_static", steps=3, n_points=64, hidden=16, init_scale=2.0 ** 40)
+    assert static.skipped.all() and (static.loss_scale == 2.0 ** 40).all()
+
+
+def test_low_precision_accumulator_rounds_every_block():
+    run = _Run(POLICIES["fp16_acc16"], None, acc_block=4)
+    A = np.ones((1, 12))
+    e = 2.0 ** -13  # 1/8 of fp16's ulp at 1
+    B = np.r_[1.0, [e] * 11][:, None]
+    # blocks [1 + 3e], [4e], [4e]: each block sum is added to the fp16 accumulator with
+    # one rounding: 1 + 3e -> 1, then 1 + 4e is a tie -> 1 (even), twice: swamped
+    assert run._accumulate(A, B)[0, 0] == 1.0
+    wide = _Run(POLICIES["fp16"], None, acc_block=4)
+    assert wide._accumulate(A, B)[0, 0] == 1.0 + 11 * e  # exact in fp32
+    assert wide.matmul(A, B, wide.act, wide.act, wide.act, wide.act, wide.act,
+                       None, None, None, None)[0, 0] == 1.0 + 2.0 ** -10  # fp16 output
+    r = train("bf16", steps=6, n_points=64, hidden=16, acc="bf16")
+    assert r.policy.name == "bf16+acc_bf16" and r.policy.acc == "bf16"
+
+
+def test_cli_train_prints_progress_and_summary():
+    out = io.StringIO()
+    r = cli_train("bf16", 5, stream=out)
+    text = out.getvalue()
+    assert "5/5" in text and "policy       bf16" in text and "final" in text
+    assert len(r.loss) == 5
+
+
+def test_errors(capsys):
+    with pytest.raises(ValueError, match="fp16_no_master"):
+        train("fp16_nomaster")
+    with pytest.raises(ValueError, match="steps"):
+        train("fp32", steps=0)
+    with pytest.raises(TypeError):
+        train(3)
+    assert cli.main(["train", "--policy", "fp9"]) == 2
+    assert "unknown policy" in capsys.readouterr().err
