@@ -421,18 +421,20 @@ def _scale_layout(per_block, meta, axis):
     return np.moveaxis(per_block.reshape(lead + (nb,)), -1, axis)
 
 
-_CHUNK_ROWS = 8192
+_CHUNK_ROWS = 4096
 _SIGNLESS = {2: (np.int16, 0x7FFF), 4: (np.int32, 0x7FFFFFFF), 8: (np.int64, 0x7FFFFFFFFFFFFFFF)}
 
 
-def _block_amax(blk):
+def _block_amax(blk, buf=None):
     """Largest magnitude of each row as float64; NaN if the row holds a NaN.
 
     Clearing the sign bit and taking the integer maximum orders IEEE floats by
     magnitude, NaN patterns above Inf (faster than ``max(abs(.))`` and NaN-safe)."""
     if blk.dtype.kind == "f" and blk.dtype.itemsize in _SIGNLESS:
         it, mask = _SIGNLESS[blk.dtype.itemsize]
-        m = (blk.view(it) & it(mask)).max(axis=1, initial=0)
+        bits = np.bitwise_and(blk.view(it), it(mask),
+                              out=None if buf is None else buf.view(it)[:blk.size].reshape(blk.shape))
+        m = bits.max(axis=1, initial=0)
         return m.view(blk.dtype).astype(np.float64)
     with np.errstate(invalid="ignore"):
         return np.max(np.abs(blk), axis=1, initial=0.0).astype(np.float64)
@@ -452,14 +454,18 @@ def _quantize_mx(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
     out_dtype = v.dtype if (fake and v.dtype in (np.float32, np.float64)) else np.float64
     q = np.empty(rows.shape, out_dtype)
     E = np.empty(rows.shape[0], np.float64)
+    # scratch buffers reused by every chunk (fresh large temporaries cost page faults)
+    nrow = min(_CHUNK_ROWS, rows.shape[0])
+    ybuf = np.empty((nrow, _MX_BLOCK), np.float64)
+    ibuf = np.empty(nrow * _MX_BLOCK * rows.dtype.itemsize, np.uint8)
     for i in range(0, rows.shape[0], _CHUNK_ROWS):
         blk = rows[i:i + _CHUNK_ROWS]
-        amax = _block_amax(blk)
+        amax = _block_amax(blk, ibuf)
         Ei = _shared_exponent(amax, name, elem, scale_rounding)
         bad = np.isnan(Ei)
         Ek = np.where(bad, 0.0, Ei).astype(np.int64)
         # 2**(shift - E): an exact power of two (E in -127..127), so y is exact
-        y = blk * np.ldexp(1.0, shift - Ek)[:, None]
+        y = np.multiply(blk, np.ldexp(1.0, shift - Ek)[:, None], out=ybuf[:len(blk)])
         if bad.any():
             y[bad] = 0.0
         # a power-of-two scaling keeps an input's remainder class (if any) valid
