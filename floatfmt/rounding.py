@@ -12,6 +12,16 @@ its integer part is the kept significand and its fractional part plus the
 sticky flag decide the rounding.  The rounded integer times ``q`` is exact.
 The exponent range is unbounded while rounding, so overflow is judged on the
 rounded value as IEEE 754 requires.  Integers use ``q = 1``.
+
+Two implementations of that one rule live here.  ``_fast_chunk`` handles
+float64 input without a sticky part (the common case) with a handful of
+in-place numpy passes over cache-sized chunks: ``q`` and ``1/q`` are built
+from the exponent bits, one of ``rint``/``trunc``/``ceil``/``floor`` rounds,
+and overflow is found with reductions, a clip, or (for Inf) a scaling that
+makes exactly the values past the format overflow the double.
+``_general_chunk`` handles everything (sticky input, unusual formats, Inf in
+nearest-away or stochastic chunks) with explicit fraction tests.  The oracle
+tests run every case through both.
 """
 
 from __future__ import annotations
@@ -103,6 +113,12 @@ def _scales(x, fmt: Format):
     return e - (1023 + fmt.mbits), None, None
 
 
+def _odd(t):
+    """Mask of odd integer-valued floats (t/2 is not an integer); Inf counts as even."""
+    h = t * 0.5
+    return np.floor(h) != h
+
+
 def _away(mode, y, t, sticky, fine, rand, sr_bits, neg):
     """Boolean mask: move |t| one step away from zero (magnitude formulation).
 
@@ -124,7 +140,7 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg):
     if mode == "nearest_away":
         return gt | eq
     if mode == "nearest_even":
-        return gt | (eq & (np.fmod(t, 2.0) != 0))
+        return gt | (eq & _odd(t))
     if mode == "toward_zero":
         return np.zeros(f.shape, bool)
     if mode == "up":
@@ -132,7 +148,7 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg):
     if mode == "down":
         return inexact & neg
     if mode == "odd":
-        return inexact & (np.fmod(t, 2.0) == 0)
+        return inexact & ~_odd(t)
     if mode == "stochastic":
         if sr_bits is None:
             return rand < f
@@ -215,7 +231,7 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
 
     Parameters
     ----------
-    x : float64 ndarray of exact values (not modified).
+    x : float64 ndarray of exact values (not modified, unless it is ``out``).
     fmt : a resolved ``Format``.
     mode : canonical mode name (see ``resolve_mode``).
     overflow : canonical policy (see ``resolve_overflow``); None = format default.
@@ -227,9 +243,13 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
         beyond ``x`` in units of x's float64 ulp: 0 none, 1 below half, 2 half,
         3 above half (x is the exact value truncated toward zero).  A sticky
         +-Inf stands for a finite value beyond the float64 range.
+    out : optional float64 array of x's shape for the result (may be x itself).
 
-    Returns a new float64 array of values of ``fmt`` (NaN where the result is NaN,
+    Returns a float64 array of values of ``fmt`` (NaN where the result is NaN,
     also for formats that cannot encode NaN).
+
+    The work is done in chunks of ``_CHUNK`` elements, so the extra memory is a
+    few chunk-sized buffers whatever the size of x.
     """
     x = np.asarray(x, dtype=np.float64)
     policy = resolve_overflow(overflow, fmt)
@@ -246,13 +266,17 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
     return res.reshape(shape)
 
 
+# ------------------------------------------------------------------------- the chunk loop
 def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
-    limit = fmt.max
-    for i in range(0, max(xf.size, 1), _CHUNK):
-        xc = xf[i:i + _CHUNK]
-        if xc.size == 0:
-            break
-        sc = None if sf is None else sf[i:i + _CHUNK]
+    plan = _plan(fmt, mode, policy, sr_bits)
+    n = xf.size
+    size = min(n, _CHUNK)
+    bufs = _Buffers(size) if plan is not None else None
+    alias = plan is not None and np.may_share_memory(xf, res)
+    for i in range(0, n, _CHUNK):
+        j = min(i + _CHUNK, n)
+        xc, o = xf[i:j], res[i:j]
+        sc = None if sf is None else sf[i:j]
         if daz_below is not None:
             tiny = np.abs(xc) < daz_below
             if tiny.any():
@@ -261,24 +285,284 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
                     sc = np.where(tiny, 0, sc).astype(np.uint8)
         if sc is not None and not sc.any():
             sc = None
-        r = _round_chunk(xc, fmt, mode, sc, rng, sr_bits)
-        if fmt.kind == "int":
-            r = _int_finish(r, fmt, policy)
-        else:
-            r = _overflow(r, xc, fmt, mode, policy, sc, limit)
-            if ftz and fmt.subnormals:
-                sub = (np.abs(r) < fmt.smallest_normal) & (r != 0)
-                if sub.any():
-                    r[sub] = np.copysign(0.0, r[sub])
-            if not fmt.negative_zero:
-                r += 0.0  # -0 -> +0
-            if not fmt.zero:
-                # Unsigned, zero-less scale formats (E8M0): the smallest value is the floor.
-                r = np.where(r == 0, fmt.smallest_normal, r)
-            if not fmt.signed:
-                # Unsigned: negative inputs are NaN; so is zero when the format has none.
-                bad = np.signbit(xc) & (xc != 0)
-                if not fmt.zero:
-                    bad |= (xc == 0) if sc is None else (xc == 0) & (sc == 0)
-                r[bad] = np.nan
-        res[i:i + xc.size] = r
+        if plan is not None and sc is None:
+            if alias:  # out is x: keep the chunk's input while o is overwritten
+                np.copyto(bufs.x[:j - i], xc)
+                xc = bufs.x[:j - i]
+            if _fast_chunk(xc, o, plan, rng, bufs):
+                if ftz:
+                    _flush(o, fmt)
+                continue
+        o[...] = _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits)
+
+
+def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits):
+    """Any format, any input (sticky included): the reference implementation."""
+    r = _round_chunk(xc, fmt, mode, sc, rng, sr_bits)
+    if fmt.kind == "int":
+        return _int_finish(r, fmt, policy)
+    r = _overflow(r, xc, fmt, mode, policy, sc, fmt.max)
+    if ftz:
+        _flush(r, fmt)
+    if not fmt.negative_zero:
+        r += 0.0  # -0 -> +0
+    if not fmt.zero:
+        # Unsigned, zero-less scale formats (E8M0): the smallest value is the floor.
+        r = np.where(r == 0, fmt.smallest_normal, r)
+    if not fmt.signed:
+        # Unsigned: negative inputs are NaN; so is zero when the format has none.
+        bad = np.signbit(xc) & (xc != 0)
+        if not fmt.zero:
+            bad |= (xc == 0) if sc is None else (xc == 0) & (sc == 0)
+        r[bad] = np.nan
+    return r
+
+
+def _flush(r, fmt):
+    """ftz: results below the smallest normal become zero of the same sign (in place;
+    +0 in formats without -0)."""
+    if fmt.subnormals:
+        sub = (np.abs(r) < fmt.smallest_normal) & (r != 0)
+        if sub.any():
+            r[sub] = np.copysign(0.0, r[sub]) if fmt.negative_zero else 0.0
+
+
+# ------------------------------------------------------------------------------ fast path
+# Bit patterns of float64 fields, as int64 scalars (no conversion per call).
+_EXP = np.int64(0x7FF0000000000000)
+_SIGN = np.int64(-0x8000000000000000)  # the sign bit
+_ABS = np.int64(0x7FFFFFFFFFFFFFFF)
+_QNAN = np.int64(0x7FF8000000000000)
+try:  # the clip ufunc itself: np.clip adds ~2 microseconds of Python per call
+    from numpy._core.umath import clip as _clip
+except ImportError:  # numpy 1.x
+    _clip = np.clip
+
+
+def _i64(v: int) -> np.int64:
+    """v as an int64 bit pattern (wrapping like the int64 arithmetic it is used in)."""
+    return np.int64(((v + (1 << 63)) % (1 << 64)) - (1 << 63))
+
+
+class _Buffers:
+    """Chunk-sized scratch arrays, reused across chunks."""
+
+    def __init__(self, size):
+        self.e = np.empty(size, np.int64)
+        self.u = np.empty(size, np.float64)
+        self.v = np.empty(size, np.float64)
+        self.x = np.empty(size, np.float64)
+
+
+class _Plan:
+    """Constants for the fast path of one (format, mode, policy): see ``_fast_chunk``."""
+
+    __slots__ = ("mode", "lo", "hi", "c_inv", "c_q", "back", "max", "max_bits", "ovf",
+                 "inf_check", "plus0", "sr_bits", "copy", "int")
+
+
+def _plan(fmt, mode, policy, sr_bits):
+    """A _Plan when the fast path handles this request, else None (general path)."""
+    return _plan_cached(fmt, mode, policy, sr_bits)
+
+
+def _make_plan(fmt, mode, policy, sr_bits):
+    p = _Plan()
+    p.mode, p.sr_bits, p.max = mode, sr_bits, np.float64(fmt.max)
+    p.max_bits = np.float64(fmt.max).view(np.int64)
+    p.int = fmt.kind == "int"
+    if p.int:  # quantum 1: round x itself, then saturate (wrap: general path)
+        if policy != "saturate" or fmt.bits > 53:
+            return None
+        p.copy, p.ovf, p.back, p.inf_check, p.plus0 = False, "int", None, True, True
+        p.lo, p.hi = np.float64(fmt.min), p.max
+        return p
+    if not fmt.signed or not fmt.zero:
+        return None
+    # fp64 itself: every float64 input is exact, only Inf under saturation changes.
+    p.copy = (fmt.ebits, fmt.mbits, fmt.bias, fmt.inf, fmt.nan) == (11, 52, 1023, True, "ieee")
+    if p.copy:
+        if policy not in ("inf", "saturate"):
+            return None
+        p.ovf = "clip" if policy == "saturate" else None
+        p.inf_check = p.plus0 = False
+        return p
+    m, emin, emax = fmt.mbits, fmt.emin, fmt.emax
+    # Powers of two 2**ee (ee the clamped exponent), 2**(m-ee) and 2**(ee-m) must be normal
+    # doubles, and 2**(m-ee) <= 1 so that x * inv never overflows.
+    if not (1 <= m <= 50 and emin - m >= -1021 and m <= emax + 1 and emax <= 1000):
+        return None
+    p.lo, p.hi = np.float64(2.0 ** emin), np.float64(2.0 ** (emax + 1))
+    half = 1 if mode == "odd" else 0  # round to odd works on y/2
+    p.c_inv = _i64((2046 + m - half) << 52)
+    ieee_inf = fmt.inf and policy == "inf" and mode in ("nearest_even", "nearest_away", "stochastic",
+                                                          "up", "down")
+    # Overflow to Inf for free: scale results by 2**(1023-emax) so that exactly the
+    # values >= 2**(emax+1) overflow the double, then scale back.
+    fold = 1023 - emax if ieee_inf else 0
+    # q_bits = ee_bits - ((m - fold) << 52) = c_q - inv_bits
+    p.c_q = _i64(((2046 + m - half) << 52) - ((m - fold) << 52))
+    p.back = np.float64(2.0 ** -fold) if fold else None
+    p.inf_check = mode in ("nearest_away", "stochastic")  # inf - inf inside the rounding
+    if policy == "saturate":
+        p.ovf = "clip"
+    elif ieee_inf:
+        p.ovf = {"up": "max_neg", "down": "max_pos"}.get(mode)
+    elif mode in ("toward_zero", "odd"):
+        p.ovf = "clip_finite"
+    elif policy == "nan":
+        p.ovf = {"up": "nan_up", "down": "nan_down"}.get(mode, "nan")
+    else:  # inf policy, toward_zero / odd
+        p.ovf = "clip_finite"
+    p.plus0 = not fmt.negative_zero
+    return p
+
+
+_PLANS: dict = {}
+
+
+def _plan_cached(fmt, mode, policy, sr_bits):
+    key = (fmt, mode, policy, sr_bits)
+    if key not in _PLANS:
+        _PLANS[key] = _make_plan(fmt, mode, policy, sr_bits)
+    return _PLANS[key]
+
+
+def _fast_chunk(xc, o, p, rng, b) -> bool:
+    """Round the chunk xc into o; False when this chunk needs the general path.
+
+    With ee = clamp(exponent of x, emin, emax + 1), inv = 2**(mbits - ee) and
+    q = 2**(ee - mbits) are exact powers of two built from the exponent bits;
+    y = x * inv is exact and its integer part is the significand to keep, so one
+    numpy rounding function (rint, trunc, ceil, floor) on y and a multiply by q
+    round x.  Round to odd is floor(y/2) + ceil(y/2); nearest-away is
+    trunc(y + (y - trunc(y))); stochastic is trunc(y) + sign(x) * ceil(|f| - u)
+    with f = y - trunc(y) and u uniform in [0, 1) (so it moves away from zero
+    with probability |f|).  All of these
+    are exact for |y| < 2**52, which holds wherever the result is in range.
+    """
+    k = xc.size
+    if p.copy:
+        np.copyto(o, xc)
+        if p.ovf == "clip":
+            _clip(o, -p.max, p.max, out=o)
+        return True
+    if p.inf_check and (np.fmax.reduce(xc) == np.inf or np.fmin.reduce(xc) == -np.inf):
+        return False  # Inf - Inf inside nearest-away / stochastic: general path
+    E = b.e[:k]  # one int64 buffer holds 2**ee, then inv, then q (cache-friendly)
+    Ef = E.view(np.float64)
+    if p.int:
+        np.multiply(xc, 0.5 if p.mode == "odd" else 1.0, out=o)
+    else:
+        np.bitwise_and(xc.view(np.int64), _EXP, out=E)
+        _clip(Ef, p.lo, p.hi, out=Ef)  # 2**ee
+        np.subtract(p.c_inv, E, out=E)  # inv = 2**(mbits - ee) (times 1/2 for odd)
+        np.multiply(xc, Ef, out=o)
+    mode = p.mode
+    if mode == "nearest_even":
+        np.rint(o, out=o)
+    elif mode == "toward_zero":
+        np.trunc(o, out=o)
+    elif mode == "up":
+        np.ceil(o, out=o)
+    elif mode == "down":
+        np.floor(o, out=o)
+    elif mode == "odd":
+        U = b.u[:k]
+        np.floor(o, out=U)
+        np.ceil(o, out=o)
+        np.add(o, U, out=o)
+    elif mode == "nearest_away":
+        U, V = b.u[:k], b.v[:k]
+        np.trunc(o, out=U)
+        np.subtract(U, o, out=V)  # -frac(y), so that y - V keeps the sign of -0
+        np.subtract(o, V, out=o)
+        np.trunc(o, out=o)
+    else:  # stochastic, in magnitude: away from zero with probability |frac(y)|
+        U, V = b.u[:k], b.v[:k]
+        rng.random(out=U)
+        np.trunc(o, out=V)
+        np.subtract(o, V, out=o)  # frac(y), exact
+        np.abs(o, out=o)
+        if p.sr_bits is None:  # away iff u < |f|  (u: 53-bit uniform)
+            np.subtract(o, U, out=o)
+            np.ceil(o, out=o)
+        else:  # away iff u' <= |f|, u' in {1, ..., 2**N} / 2**N: P = floor(|f| 2**N) / 2**N
+            np.multiply(U, float(1 << p.sr_bits), out=U)
+            np.floor(U, out=U)
+            np.add(U, 1.0, out=U)
+            np.multiply(U, 2.0 ** -p.sr_bits, out=U)
+            np.subtract(U, o, out=o)
+            np.ceil(o, out=o)
+            np.subtract(1.0, o, out=o)
+        Ub = U.view(np.int64)
+        np.bitwise_and(xc.view(np.int64), _SIGN, out=Ub)  # the step carries the sign of x
+        np.bitwise_or(o.view(np.int64), Ub, out=o.view(np.int64))
+        np.add(V, o, out=o)  # trunc(y) + (+-0 or +-1): zeros keep the sign of x
+    if p.int:
+        _clip(o, p.lo, p.hi, out=o)
+        np.add(o, 0.0, out=o)
+        return True
+    np.subtract(p.c_q, E, out=E)  # q = 2**(ee - mbits) (times 2**(1023-emax) when folding)
+    np.multiply(o, Ef, out=o)
+    if p.back is not None:
+        np.multiply(o, p.back, out=o)
+    if p.ovf is not None and not _fast_overflow(xc, o, p, E):
+        return False
+    if p.plus0:
+        np.add(o, 0.0, out=o)
+    return True
+
+
+def _fast_overflow(xc, o, p, T) -> bool:
+    """Apply the overflow policy in place; False when Inf inputs need the general path."""
+    ovf, mx = p.ovf, p.max
+    if ovf == "clip":
+        _clip(o, -mx, mx, out=o)
+        return True
+    ob = o.view(np.int64)
+    if ovf == "nan":  # |o| > max -> NaN of the same sign (Inf inputs included)
+        np.bitwise_and(ob, _ABS, out=T)  # magnitude bits; NaN and Inf sort above max
+        if np.max(T) <= p.max_bits:
+            return True
+        return _nan_past_max(ob, T, p.max_bits)
+    hi, lo = np.fmax.reduce(o), np.fmin.reduce(o)
+    if hi <= mx and lo >= -mx:
+        return True
+    if ovf == "max_neg":  # up, Inf policy: negatives past -max give -max (-Inf stays)
+        if lo < -mx:
+            if np.fmin.reduce(xc) == -np.inf:
+                return False
+            np.maximum(o, -mx, out=o)
+        return True
+    if ovf == "max_pos":
+        if hi > mx:
+            if np.fmax.reduce(xc) == np.inf:
+                return False
+            np.minimum(o, mx, out=o)
+        return True
+    if ovf == "clip_finite":  # toward zero / odd: +-max, but Inf inputs follow the policy
+        if np.isinf(hi) or np.isinf(lo):
+            return False
+        _clip(o, -mx, mx, out=o)
+        return True
+    # up (down): positives (negatives) past max -> NaN, the other side -> +-max
+    if ovf == "nan_up" and lo < -mx:
+        if lo == -np.inf:
+            return False
+        np.maximum(o, -mx, out=o)
+    if ovf == "nan_down" and hi > mx:
+        if hi == np.inf:
+            return False
+        np.minimum(o, mx, out=o)
+    np.bitwise_and(ob, _ABS, out=T)
+    return _nan_past_max(ob, T, p.max_bits)
+
+
+def _nan_past_max(ob, T, max_bits) -> bool:
+    """Set NaN (keeping the sign) where the magnitude bits T exceed max_bits, in place."""
+    np.subtract(max_bits, T, out=T)
+    np.right_shift(T, 63, out=T)  # -1 where past max, else 0
+    np.bitwise_and(T, _QNAN, out=T)
+    np.bitwise_or(ob, T, out=ob)
+    return True

@@ -334,3 +334,29 @@ def test_special_values_and_zero_signs():
     assert ff.cast(float("inf"), "fp16", "toward_zero") == math.inf  # Inf is exact, not overflow
     assert ff.cast(1e6, "fp16", "toward_zero") == 65504
     assert ff.cast(-1e6, "fp16", "up") == -65504 and ff.cast(-1e6, "fp16", "down") == -math.inf
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp16", "fp8_e4m3", "fp8_e5m2fnuz", "fp6_e2m3", "fp4_e2m1",
+                                  "fp32", "tf32"])
+def test_stochastic_fast_path_equals_the_reference_path(name, monkeypatch):
+    """Both paths draw the same uniforms in the same order, so with one seed they must agree
+    bit for bit (zeros' signs included), over values at, between and far off the format."""
+    import importlib
+    rounding = importlib.import_module("floatfmt.rounding")
+    rng = np.random.default_rng(9)
+    f = ff.get_format(name)
+    n = 50_000
+    x = np.ldexp(rng.uniform(-2, 2, n), rng.integers(f.emin - f.mbits - 70, f.emax + 3, n))
+    x[:1000] = rng.uniform(-1, 1, 1000) * f.smallest_subnormal  # below the smallest subnormal
+    x[1000:1100] = -0.0
+    fast = ff.cast(x, f, "stochastic", rng=123)
+    with monkeypatch.context() as mp:
+        mp.setattr(rounding, "_plan", lambda *a: None)
+        ref = ff.cast(x, f, "stochastic", rng=123)
+    assert same(fast, ref).all()
+    for pol in ["saturate"] + (["inf"] if f.inf else []) + (["nan"] if f.has_nan else []):
+        fast = ff.cast(x, f, "stochastic", overflow=pol, rng=7)
+        with monkeypatch.context() as mp:
+            mp.setattr(rounding, "_plan", lambda *a: None)
+            ref = ff.cast(x, f, "stochastic", overflow=pol, rng=7)
+        assert same(fast, ref).all(), pol
