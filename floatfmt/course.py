@@ -32,7 +32,7 @@ from .exact import _parse_string
 from .formats import get_format
 
 __all__ = ["check", "exercises", "CheckResult", "gradient_sample", "activation_sample",
-           "grad_max_per_step"]
+           "grad_max_per_step", "mx_block"]
 
 
 @dataclass
@@ -431,6 +431,61 @@ def _ex_dynamic_loss_scale(answer, init=2.0 ** 16, interval=4, fmt="fp16", seed=
                  "good steps after an overflow and after each doubling.")
 
 
+# ----------------------------------------------------------------------------- quantisation lab
+# (exercises of notebooks/assignments/10_mx_scale_code and 11_int8_codes; see floatfmt.scaling)
+def mx_block(seed=5) -> np.ndarray:
+    """One block of 32 activations whose largest magnitude is the float64 just below 1/4."""
+    x = np.random.default_rng(seed).normal(0.0, 0.05, 32)
+    x[3] = -np.nextafter(0.25, 0.0)
+    return x
+
+
+def _ex_mx_scale_code(answer, fmt="mxfp8_e4m3", seed=5):
+    """The E8M0 scale code (biased shared exponent) OCP MX gives ``mx_block(seed)``."""
+    from .scaling import quantize
+    right = int(quantize(mx_block(seed), fmt).scale_codes[0])
+    got = _code_string(answer) if isinstance(answer, str) else answer
+    if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
+        raise _Wrong("Give the code as an integer 0..255 (or a string such as '0x7f').")
+    got = int(got)
+    if got == right:
+        return (f"Code {right}: E = {right - 127} = floor(log2 amax) - emax_elem, with floor(log2) "
+                "read from the exponent field, so a value just below a power of two is not "
+                "rounded up to it.")
+    if got == right + 1:
+        raise _Wrong("One too high: floor(log2(amax)) is off where amax is just below a power of "
+                     "two. Read the exponent from the bits (np.frexp) instead of a float log2.")
+    if not 0 <= got <= 255:
+        raise _Wrong("An E8M0 code is one byte: 0..255, exponent + 127.")
+    raise _Wrong("Shared exponent = floor(log2(max |v|)) - emax of the element format, and the "
+                 "code adds the bias 127.")
+
+
+def _ex_int8_codes(answer, n=8, seed=7):
+    """The symmetric per-tensor int8 codes (-127..127, scale fp32(amax / 127), round to
+    nearest even) of the first ``n`` values of activation_sample(seed), amax over all of it."""
+    from .scaling import quantize
+    x = activation_sample(seed=seed)
+    q = quantize(x, "int8")
+    right = [int(c) for c in q.codes[:n]]
+    try:
+        got = [int(v) for v in np.asarray(answer).ravel()]
+    except (TypeError, ValueError):
+        raise _Wrong(f"Give {n} integers (a list or an array).") from None
+    if len(got) != n:
+        raise _Wrong(f"Give exactly {n} codes, one per value.")
+    if got == right:
+        return (f"scale = fp32(amax / 127) = {q.scale:.9g}; the outliers set amax = "
+                f"{float(np.max(np.abs(x))):.4g}, so most activations use only a few codes.")
+    y = x[:n] / q.scale
+    if got == [int(v) for v in np.trunc(y)]:
+        raise _Wrong("Those are truncated: quantisation rounds to the nearest integer.")
+    if got == [int(v) for v in np.rint(x[:n] / float(np.max(np.abs(x[:n]))) * 127)]:
+        raise _Wrong("The scale comes from the whole tensor's amax, not from these 8 values.")
+    raise _Wrong("code = round(x / scale) with scale = amax / 127 (stored as fp32), clamped to "
+                 "-127..127.")
+
+
 _EXERCISES = {
     "fp16-one-plus-x": _ex_one_plus_x,
     "bf16-consecutive-integers": _ex_consecutive_integers,
@@ -441,6 +496,8 @@ _EXERCISES = {
     "master-weights": _ex_master_weights,
     "fp8-scale": _ex_fp8_scale,
     "dynamic-loss-scale": _ex_dynamic_loss_scale,
+    "mx-scale-code": _ex_mx_scale_code,
+    "int8-codes": _ex_int8_codes,
 }
 
 
