@@ -362,3 +362,24 @@ def test_bad_options():
         ff.quantize(x, "fp8_e4m3", scheme="asymmetric")
     with pytest.raises(ValueError, match="rounding mode"):
         ff.quantize(x, "int8", rounding="nearest_odd")
+
+
+# ----------------------------------------------------------------------------- lab exercises
+def test_course_exercises_of_the_quantisation_lab():
+    from floatfmt import course
+    b = course.mx_block()
+    amax = Fraction(float(np.max(np.abs(b))))
+    e = amax.numerator.bit_length() - amax.denominator.bit_length()
+    e -= Fraction(2) ** e > amax  # exact floor(log2)
+    assert np.floor(np.log2(float(amax))) == e + 1  # the trap: float log2 rounds up here
+    code = e - 8 + 127
+    assert course.check("mx-scale-code", code, quiet=True)
+    assert course.check("mx-scale-code", hex(code), quiet=True)
+    bad = course.check("mx-scale-code", code + 1, quiet=True)
+    assert not bad and "frexp" in bad.message
+    x = course.activation_sample()
+    s = fp32(Fraction(float(np.max(np.abs(x)))) / 127)
+    want = [rne(Fraction(float(v)) / Fraction(s)) for v in x[:8]]
+    assert course.check("int8-codes", want, quiet=True)
+    assert not course.check("int8-codes", np.trunc(x[:8] / s), quiet=True)
+    assert not course.check("int8-codes", want[:7], quiet=True)
