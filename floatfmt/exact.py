@@ -109,6 +109,12 @@ def _scalar(v, wrap_bits=None) -> tuple[float, int]:
             return (-math.inf if v < 0 else math.inf), 0
         if v.is_zero():
             return (-0.0 if v.is_signed() else 0.0), 0
+        # Far outside float64 (|v| >= 1e309 or < 1e-399): decide without building a
+        # rational with a million-digit power of ten.
+        if v.adjusted() >= 309:
+            return (-math.inf if v.is_signed() else math.inf), 3
+        if v.adjusted() < -399:
+            return (-0.0 if v.is_signed() else 0.0), 1
         return _fraction_rz(Fraction(v))
     if isinstance(v, Fraction):
         return _fraction_rz(v)

@@ -423,3 +423,15 @@ def test_the_oracle_itself_agrees_with_numpy_float16():
     want = x.astype(np.float16).astype(np.float64)
     got = O.round_many(x, ff.get_format("fp16"))
     assert not mismatches(got, want).any()
+
+
+def test_decimal_strings_far_outside_float64():
+    """Exponents past float64's range are decided without huge rationals (fast), and agree
+    with the oracle where the oracle can still build the rational."""
+    f = ff.get_format("fp64")
+    for s in ["1e-400", "-1e-400", "1e-500", "1e309", "-1e400", "9.99e308", "1e-399"]:
+        for mode in MODES:
+            assert not mismatches([ff.cast(s, f, mode)], [O.round_one(s, f, mode)]).any(), (s, mode)
+    assert ff.cast("1e1000000000", "bf16") == math.inf
+    assert ff.cast("-1e-1000000000", "fp64", "down") == -5e-324
+    assert ff.cast("1e1000000000", "e4m3", "toward_zero") == 448
