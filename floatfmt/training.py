@@ -123,6 +123,8 @@ class TrainResult:
     lost_updates : fraction of weights whose nonzero update rounded away entirely.
     frozen : fraction of parameters that did not change at all during the annealing
         phase (the last ``1 - anneal_at`` of the steps, where the learning rate is small).
+    first_grads : with ``keep_grads=True``, every gradient value of the first step (weights
+        and biases, of the unscaled loss, as the policy computed them), flattened.
     """
 
     policy: Policy
@@ -138,6 +140,7 @@ class TrainResult:
     seconds: float
     frozen: float = 0.0
     config: dict = field(default_factory=dict)
+    first_grads: np.ndarray | None = None
 
     def summary(self) -> str:
         p = self.policy
@@ -272,7 +275,7 @@ def _init(sizes, seed):
 @np.errstate(over="ignore", invalid="ignore")  # Inf/NaN gradients are recorded, not warned
 def train(policy="bf16", steps=300, *, seed=0, n_points=256, hidden=64, lr=0.2, momentum=0.9,
           loss_weight=2.0 ** -16, init_scale=2.0 ** 16, growth_interval=100, history_len=16,
-          anneal_at=2 / 3, anneal_factor=0.05, acc=None, acc_block=16,
+          anneal_at=2 / 3, anneal_factor=0.05, acc=None, acc_block=16, keep_grads=False,
           progress=None) -> TrainResult:
     """Train the 2 -> hidden -> hidden -> 2 tanh MLP on ``spirals`` with full-batch SGD
     (momentum) under ``policy`` (a name from ``POLICIES`` or a ``Policy``).
@@ -336,6 +339,8 @@ def train(policy="bf16", steps=300, *, seed=0, n_points=256, hidden=64, lr=0.2, 
         d = run.rnd_grad(d, run.grad)
         grads = _backward(run, hs, params, wfmt, d)
         overflow = not all(np.all(np.isfinite(g)) for g in grads)
+        if keep_grads and step == 0:
+            first = np.concatenate([g.ravel() for g in grads]) / S  # S: a power of two
         skipped = False
         if scaler is not None:
             grads, found = scaler.unscale(grads)  # gradients of the unscaled loss, exact
@@ -374,6 +379,7 @@ def train(policy="bf16", steps=300, *, seed=0, n_points=256, hidden=64, lr=0.2, 
     run.fp8_cache.clear()
     _, logits = _forward(run, x_in, params, wfmt)
     final_loss, final_acc, _ = _loss(logits, Y, y)
+    first = first if keep_grads else None
     cfg = dict(seed=seed, n_points=n_points, hidden=hidden, lr=lr, momentum=momentum,
                loss_weight=loss_weight, init_scale=init_scale, growth_interval=growth_interval,
                anneal_at=anneal_at, anneal_factor=anneal_factor, acc_block=acc_block,
@@ -381,7 +387,7 @@ def train(policy="bf16", steps=300, *, seed=0, n_points=256, hidden=64, lr=0.2, 
     return TrainResult(policy, rec["loss"], rec["accuracy"], rec["underflow"],
                        rec["overflow"].astype(bool), rec["skipped"].astype(bool),
                        rec["loss_scale"], rec["lost_updates"], final_loss, final_acc,
-                       time.perf_counter() - t0, frozen, cfg)
+                       time.perf_counter() - t0, frozen, cfg, first)
 
 
 def _forward(run: _Run, x, params, opt):
