@@ -285,11 +285,11 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
                     sc = np.where(tiny, 0, sc).astype(np.uint8)
         if sc is not None and not sc.any():
             sc = None
-        if plan is not None and sc is None:
+        if plan is not None and (sc is None or _sticky_ok(xc, sc, plan)):
             if alias:  # out is x: keep the chunk's input while o is overwritten
                 np.copyto(bufs.x[:j - i], xc)
                 xc = bufs.x[:j - i]
-            if _fast_chunk(xc, o, plan, rng, bufs):
+            if _fast_chunk(xc, o, plan, rng, bufs, sc):
                 if ftz:
                     _flush(o, fmt)
                 continue
@@ -352,6 +352,13 @@ class _Buffers:
         self.u = np.empty(size, np.float64)
         self.v = np.empty(size, np.float64)
         self.x = np.empty(size, np.float64)
+        self._w, self.size = None, size
+
+    @property
+    def w(self):  # only chunks with a sticky part need it
+        if self._w is None:
+            self._w = np.empty(self.size, np.float64)
+        return self._w
 
 
 class _Plan:
@@ -428,7 +435,13 @@ def _plan_cached(fmt, mode, policy, sr_bits):
     return _PLANS[key]
 
 
-def _fast_chunk(xc, o, p, rng, b) -> bool:
+def _sticky_ok(xc, sc, p) -> bool:
+    """Whether the fast path can take a chunk with a sticky part (see _fast_chunk)."""
+    return (not p.copy and p.mode != "stochastic"
+            and not (np.isinf(np.fmax.reduce(xc)) or np.isinf(np.fmin.reduce(xc))))
+
+
+def _fast_chunk(xc, o, p, rng, b, sc=None) -> bool:
     """Round the chunk xc into o; False when this chunk needs the general path.
 
     With ee = clamp(exponent of x, emin, emax + 1), inv = 2**(mbits - ee) and
@@ -438,8 +451,15 @@ def _fast_chunk(xc, o, p, rng, b) -> bool:
     round x.  Round to odd is floor(y/2) + ceil(y/2); nearest-away is
     trunc(y + (y - trunc(y))); stochastic is trunc(y) + sign(x) * ceil(|f| - u)
     with f = y - trunc(y) and u uniform in [0, 1) (so it moves away from zero
-    with probability |f|).  All of these
-    are exact for |y| < 2**52, which holds wherever the result is in range.
+    with probability |f|).  All of these are exact for |y| < 2**52, which holds
+    wherever the result is in range.
+
+    A sticky part (exact value = x + d, 0 < |d| < ulp(x), same sign) only
+    matters where x sits on a decision point, because the fast formats have
+    mbits <= 50 and so ulp(x) <= q/4 for every in-range x: a tie (|frac y| = 1/2)
+    in the nearest modes, or an integer y in ``up``/``down`` (on the side they
+    point away from zero) and in ``odd`` (when y is even).  There the result is
+    trunc(y) + sign(x); everywhere else x + d rounds like x.
     """
     k = xc.size
     if p.copy:
@@ -459,6 +479,8 @@ def _fast_chunk(xc, o, p, rng, b) -> bool:
         np.subtract(p.c_inv, E, out=E)  # inv = 2**(mbits - ee) (times 1/2 for odd)
         np.multiply(xc, Ef, out=o)
     mode = p.mode
+    W = None if sc is None else b.w[:k]
+    fix = None if sc is None else _sticky_fix(xc, o, sc, mode, W)
     if mode == "nearest_even":
         np.rint(o, out=o)
     elif mode == "toward_zero":
@@ -499,6 +521,10 @@ def _fast_chunk(xc, o, p, rng, b) -> bool:
         np.bitwise_and(xc.view(np.int64), _SIGN, out=Ub)  # the step carries the sign of x
         np.bitwise_or(o.view(np.int64), Ub, out=o.view(np.int64))
         np.add(V, o, out=o)  # trunc(y) + (+-0 or +-1): zeros keep the sign of x
+    if fix is not None and fix.size:
+        o[fix] = W[fix] + np.copysign(1.0, xc[fix])
+        if mode == "odd":
+            o[fix] += W[fix]  # y = 2 trunc(y/2): the step is from y, not y/2
     if p.int:
         _clip(o, p.lo, p.hi, out=o)
         np.add(o, 0.0, out=o)
@@ -512,6 +538,24 @@ def _fast_chunk(xc, o, p, rng, b) -> bool:
     if p.plus0:
         np.add(o, 0.0, out=o)
     return True
+
+
+def _sticky_fix(xc, y, sc, mode, V):
+    """Indices where the sticky part changes the rounding of y (see _fast_chunk); V gets
+    trunc(y) (for odd, y is y/2 here)."""
+    if mode == "toward_zero":
+        return None
+    np.trunc(y, out=V)
+    nz = sc != 0
+    if mode in ("nearest_even", "nearest_away"):
+        at = np.abs(y - V) == 0.5
+    else:
+        at = y == V
+        if mode == "up":  # x may be +-0 with a tiny exact part: its sign bit tells
+            at &= ~np.signbit(xc)
+        elif mode == "down":
+            at &= np.signbit(xc)
+    return np.flatnonzero(at & nz)
 
 
 def _fast_overflow(xc, o, p, T) -> bool:
