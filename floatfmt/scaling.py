@@ -689,7 +689,9 @@ def quantize(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=No
     granularity : ``"tensor"`` or ``"channel"`` (one scale per index of ``axis``, default 0).
     calibration : how the range is found: ``"max"``, ``"percentile"`` (of |x|, or of x
         at both ends for asymmetric), ``"mse"`` (clip range minimising the MSE).
-    scale, zero_point : give them instead of calibrating (a number or an array).
+    scale, zero_point : give them instead of calibrating (numbers, or per-channel arrays);
+        with an explicit zero point the codes span the format's whole range, as in
+        ``torch.quantize_per_tensor``.
     pow2_scale : round the scale up to a power of two.
     rounding : element rounding mode (``"stochastic"`` uses ``rng``).
     Scales are fp32 values (rounded once); every quotient ``x / scale`` is rounded once.
@@ -748,16 +750,18 @@ def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentil
 
     if kind == "int":
         if scale is not None and not isinstance(scale, str):
+            # given scale: zero point as given (default 0, or 2**(bits-1) for a symmetric
+            # unsigned format); codes span the format's range (-127..127 for a signed
+            # symmetric scheme with narrow_range, as without a given scale)
             sc = _given(scale, "scale", v, ax)
-            zp = np.asarray(0 if zero_point is None else zero_point)
+            default_zp = 0 if (f.signed or not symmetric) else 1 << (f.bits - 1)
+            zp = np.asarray(default_zp if zero_point is None else zero_point)
             if zp.dtype.kind not in "iu":
                 raise TypeError("zero_point must be an integer or an integer array")
-            _, _, qmin, qmax = _int_params(np.float64(-1), np.float64(1), f, symmetric,
-                                           narrow_range, False)
-            if zero_point is not None:  # an explicit zero point uses the format's full range
-                qmin, qmax = (f.min, f.max) if f.signed else (0, (1 << f.bits) - 1)
-                qmin, qmax = int(qmin), int(qmax)
-            zp = zp.astype(np.int64)
+            zp = _given_layout(zp.astype(np.int64), v, ax)
+            qmin, qmax = (int(f.min), int(f.max)) if f.signed else (0, (1 << f.bits) - 1)
+            if f.signed and symmetric and narrow_range and zero_point is None:
+                qmin += 1
         else:
             if scale is not None and scale != "amax":
                 raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
@@ -794,16 +798,23 @@ def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentil
     return QuantizedTensor(r, sc, 0, f.name, f, granularity, ax, scheme=scheme)
 
 
+def _given_layout(a, v, ax):
+    """A 1-D per-channel array reshaped to broadcast along axis ``ax`` of v."""
+    if a.ndim == 1 and ax is not None and v.ndim > 1:
+        shape = [1] * v.ndim
+        shape[ax] = a.size
+        a = a.reshape(shape)
+    return a
+
+
 def _given(scale, what, v, ax):
-    s = np.asarray(scale, np.float64)
+    s = np.asarray(scale)
     if s.dtype.kind not in "fiu":
         raise TypeError(f"{what} must be a number or an array of numbers")
+    s = s.astype(np.float64)
     if np.any(~(s > 0)) or not np.all(np.isfinite(s)):
         raise ValueError(f"{what} must be positive and finite")
-    if s.ndim and ax is not None and s.ndim == 1:
-        shape = [1] * v.ndim
-        shape[ax] = s.size
-        s = s.reshape(shape)
+    s = _given_layout(s, v, ax)
     return float(s) if s.ndim == 0 else s
 
 

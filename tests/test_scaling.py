@@ -383,3 +383,17 @@ def test_course_exercises_of_the_quantisation_lab():
     assert course.check("int8-codes", want, quiet=True)
     assert not course.check("int8-codes", np.trunc(x[:8] / s), quiet=True)
     assert not course.check("int8-codes", want[:7], quiet=True)
+
+
+def test_given_scales_and_zero_points():
+    w = np.arange(12.0).reshape(3, 4)
+    q = ff.quantize(w, "uint8", scheme="asymmetric", granularity="channel",
+                    scale=[0.1, 0.2, 0.3], zero_point=np.array([1, 2, 3]))
+    want = [[min(255, rne(Fraction(float(w[i, j])) / Fraction([0.1, 0.2, 0.3][i])) + i + 1)
+             for j in range(4)] for i in range(3)]
+    assert q.codes.tolist() == want and q.zero_point.shape == (3, 1)
+    assert np.allclose(q.dequantize(), w, atol=0.15)
+    # symmetric unsigned: zero point 128; signed symmetric: -127..127 unless a zero point is given
+    assert ff.quantize([-1.0, 1.0], "uint8", scale=0.01).codes.tolist() == [28, 228]
+    assert ff.quantize([-2.0, 2.0], "int8", scale=0.01).codes.tolist() == [-127, 127]
+    assert ff.quantize([-2.0, 2.0], "int8", scale=0.01, zero_point=0).codes.tolist() == [-128, 127]
