@@ -39,30 +39,50 @@ def _nan_code(fmt: Format, neg):
 
 
 def values_to_codes(r, fmt: Format) -> np.ndarray:
-    """Codes of values already in ``fmt`` (float64 array; NaN -> the format's NaN code)."""
+    """Codes of values already in ``fmt`` (float64 array; NaN -> the format's NaN code).
+
+    Works on cache-sized chunks, so the temporaries stay small for big arrays."""
     r = np.asarray(r, np.float64)
-    if fmt.kind == "int":
-        if np.isnan(r).any():
-            raise ValueError(f"{fmt.name} has no code for NaN")
-        return (r.astype(np.int64) & ((1 << fmt.bits) - 1)).astype(code_dtype(fmt))
+    out = np.empty(r.shape, code_dtype(fmt))
+    flat, dst = r.reshape(-1), out.reshape(-1)
+    for i in range(0, flat.size, _CHUNK):
+        dst[i:i + _CHUNK] = _codes(flat[i:i + _CHUNK], fmt)
+    return out
+
+
+_CHUNK = 1 << 15
+
+
+def _codes(r, fmt: Format) -> np.ndarray:
+    """values_to_codes for one 1-d chunk; int64 codes."""
     nan = np.isnan(r)
-    if nan.any() and not fmt.has_nan:
+    any_nan = bool(nan.any())
+    if fmt.kind == "int":
+        if any_nan:
+            raise ValueError(f"{fmt.name} has no code for NaN")
+        return r.astype(np.int64) & ((1 << fmt.bits) - 1)
+    if any_nan and not fmt.has_nan:
         raise ValueError(f"{fmt.name} has no NaN code; the input holds NaN")
-    neg = np.signbit(r)
-    a = np.where(nan, 0.0, np.abs(r))
+    m = fmt.mbits
+    bits = r.view(np.int64)
+    a = (bits & 0x7FFFFFFFFFFFFFFF).view(np.float64)  # |r|
+    if fmt.subnormals:
+        # A subnormal a becomes a + 2**emin, a normal double whose top m fraction bits
+        # are a's significand; its exponent field is then one too high (fixed below).
+        sub = a < fmt.smallest_normal
+        a = np.where(sub, a + fmt.smallest_normal, a)
+    # The float64 fields shifted into place, (e64 << m) | mantissa, then rebiased.
+    code = (a.view(np.int64) >> (52 - m)) - ((1023 - fmt.bias) << m)
+    if fmt.subnormals:
+        code -= sub.astype(np.int64) << m
     inf = np.isinf(a)
-    a[inf] = 0.0
-    u = a.view(np.int64)
-    e = (u >> 52) - 1023
-    normal = (e >= fmt.emin) & (a != 0)
-    mant_n = (u & ((1 << 52) - 1)) >> (52 - fmt.mbits)
-    mant_s = np.rint(np.ldexp(np.where(normal, 0.0, a), fmt.mbits - fmt.emin)).astype(np.int64)
-    mag = np.where(normal, ((e + fmt.bias) << fmt.mbits) | mant_n, mant_s)
-    mag[inf] = ((1 << fmt.ebits) - 1) << fmt.mbits
-    code = mag | ((neg.astype(np.int64) << (fmt.bits - 1)) if fmt.signed else 0)
-    if nan.any():
-        code = np.where(nan, _nan_code(fmt, neg), code)
-    return code.astype(code_dtype(fmt))
+    if inf.any():
+        code[inf] = ((1 << fmt.ebits) - 1) << m
+    if fmt.signed:
+        code |= (bits < 0).astype(np.int64) << (fmt.bits - 1)
+    if any_nan:
+        code = np.where(nan, _nan_code(fmt, bits < 0), code)
+    return code
 
 
 def codes_to_values(codes, fmt: Format) -> np.ndarray:
