@@ -61,6 +61,14 @@ def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
     dtype when it holds every value of ``fmt`` exactly, else float64
     (``dtype=`` overrides).
 
+    Values a format lacks: NaN stays NaN (also for fp6 / fp4 / integers, which
+    have no NaN code: ``cast`` returns NaN, ``encode`` raises ValueError);
+    formats without -0 (fnuz, integers) give +0; E8M0 (unsigned powers of two,
+    no zero) gives NaN for 0, negatives and NaN, and 2**-127 for positive values
+    below it, as ml_dtypes does.  Stochastic rounding moves away from zero with
+    probability |x - trunc_q(x)| / q (53 random bits; ``sr_bits=N`` uses N bits,
+    probability floor(p * 2**N) / 2**N, as hardware does).
+
     >>> cast(0.1, "bf16")
     0.10009765625
     >>> cast(70000, "fp16"), cast(70000, "bf16")
@@ -69,6 +77,8 @@ def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
     (448.0, nan, 448.0)
     >>> cast(1.0 + 2**-8, "bf16", rounding="up")
     1.0078125
+    >>> cast(0.0, "e8m0"), cast(3.0, "e8m0"), cast(1e-50, "e8m0") == 2.0**-127
+    (nan, 4.0, True)
     """
     fmt = get_format(fmt)
     ex = to_exact(x, wrap_bits=fmt.bits if overflow == "wrap" else None)
