@@ -36,7 +36,7 @@ from fractions import Fraction
 import numpy as np
 
 from .cast import cast
-from .codec import codes_to_values, values_to_codes
+from .codec import values_to_codes
 from .eft import exact_product, exact_quotient
 from .exact import _fraction_rz, _parse_string, to_exact
 from .formats import Format, get_format
