@@ -48,7 +48,6 @@ __all__ = ["quantize", "dequantize", "fake_quant", "QuantizedTensor", "int_matmu
            "SCALE_ROUNDINGS", "CALIBRATIONS"]
 
 _FP32 = get_format("fp32")
-_E8M0 = get_format("e8m0")
 _E4M3 = get_format("fp8_e4m3")
 _WIDE_INT = Format("int62", kind="int", bits=62)  # holds round(x / scale) before the clamp
 
