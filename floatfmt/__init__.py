@@ -19,6 +19,10 @@ from .formats import Format, formats, get_format, register
 from .info import FormatInfo, info
 from .rounding import MODES, OVERFLOWS
 
+# Bound eagerly (not lazily): the function shares its module's name, and a lazy
+# binding would be replaced by the module object on `import floatfmt.explain`.
+from .explain import compare, explain  # noqa: E402  (light: numpy only)
+
 __version__ = "0.1.0"
 
 # name -> module, loaded on first attribute access (keeps `import floatfmt` fast).
@@ -33,11 +37,9 @@ _LAZY = {
     "quantize": "scaling", "dequantize": "scaling", "fake_quant": "scaling",
     "int_matmul": "scaling", "DelayedScaling": "scaling", "LossScaler": "scaling",
     "compare_quantization": "scaling", "quantization_error": "scaling", "QuantizedTensor": "scaling", "master_weights_demo": "scaling",
-    # teaching
-    "explain": "explain", "compare": "explain",
 }
 
-__all__ = ["cast", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
+__all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
            "Format", "FormatInfo", "formats", "get_format", "register", "info",
            "MODES", "OVERFLOWS", *_LAZY]
 

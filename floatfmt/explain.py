@@ -28,7 +28,6 @@ import html
 import math
 import os
 import sys
-import types
 from decimal import Decimal
 from fractions import Fraction
 
@@ -871,15 +870,3 @@ def explorer(fmt="bf16", value=0.1):
     code.observe(from_code, names="value")
     show()
     return w.VBox([w.HBox([fsel, mode]), w.HBox([text, code]), out])
-
-
-class _CallableModule(types.ModuleType):
-    """Python's import system binds ``floatfmt.explain`` to this module once
-    ``floatfmt.explain`` is imported as a submodule, hiding the function of the
-    same name; making the module callable keeps ``ff.explain(x, fmt)`` working."""
-
-    def __call__(self, *args, **kwargs):
-        return explain(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
