@@ -429,7 +429,8 @@ def test_the_oracle_itself_agrees_with_numpy_float16():
     """numpy's float64 -> float16 conversion is a direct, correctly rounded one: it and the
     oracle must agree, which checks the oracle's context set-up (subnormals, overflow)."""
     x = float_inputs("fp16")
-    want = x.astype(np.float16).astype(np.float64)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16).astype(np.float64)
     got = O.round_many(x, ff.get_format("fp16"))
     assert not mismatches(got, want).any()
 
