@@ -371,10 +371,10 @@ def test_round_values_out_may_be_the_input(mode):
     rng = np.random.default_rng(4)
     x = np.ldexp(rng.uniform(-2, 2, 100_003), rng.integers(-30, 30, 100_003))
     sticky = rng.integers(0, 4, x.size).astype(np.uint8)
-    for st in (None, sticky):
+    for cls in (None, sticky):
         for name in ("bf16", "fp8_e4m3", "int8"):
             f = ff.get_format(name)
-            want = rounding.round_values(x, f, mode, rng=np.random.default_rng(1), sticky=st)
+            want = rounding.round_values(x, f, mode, rng=np.random.default_rng(1), sticky=cls)
             y = x.copy()
-            got = rounding.round_values(y, f, mode, rng=np.random.default_rng(1), sticky=st, out=y)
+            got = rounding.round_values(y, f, mode, rng=np.random.default_rng(1), sticky=cls, out=y)
             assert got is not None and same(y, want).all() and same(got, want).all()
