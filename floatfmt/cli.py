@@ -53,8 +53,10 @@ def show(value: str, fmt_name: str, rounding: str = "nearest_even", overflow=Non
     try:
         code = codec.encode(value, fmt, rounding, overflow)
         width = (fmt.bits + 3) // 4
+        names = [n for n, w in (("sign", int(fmt.signed)), ("exponent", fmt.ebits),
+                                ("mantissa", fmt.mbits)) if w]
         lines.append(f"code       0x{code:0{width}x}  = {_fields(code, fmt)}"
-                     + ("  (sign exponent mantissa)" if fmt.kind == "float" else "  (two's complement)"))
+                     + (f"  ({' '.join(names)})" if fmt.kind == "float" else "  (two's complement)"))
     except ValueError as err:
         lines.append(f"code       none ({err})")
     lines.append(f"stored     {exact_decimal(stored)}")

@@ -184,6 +184,9 @@ def to_exact(x, wrap_bits=None) -> Exact:
         return _exact_array(np.asarray(x), True, fp64, wrap_bits)
     if isinstance(x, dict) or isinstance(x, (set, frozenset)):
         raise TypeError(f"expected a number or an array, got {type(x).__name__}")
+    if hasattr(x, "__array__") and not isinstance(x, (str, bytes, Number, Decimal)):
+        # Array-likes (floatfmt.FPArray, pandas, xarray ...): their exact values.
+        return _exact_array(np.asarray(x), False, fp64, wrap_bits)
     hi, st = _scalar(x, wrap_bits)
     return Exact(np.asarray(hi, np.float64), np.asarray(st, np.uint8) if st else None, True, fp64, None)
 

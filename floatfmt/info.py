@@ -109,5 +109,5 @@ def info(fmt) -> FormatInfo:
         smallest_subnormal=f.smallest_subnormal, minexp=f.emin, maxexp=f.emax + 1,
         precision=precision, resolution=10.0 ** -precision, unit_roundoff=2.0 ** -(f.mbits + 1),
         has_inf=f.inf, nan_codes=_nan_codes(f), has_negative_zero=f.negative_zero,
-        signed=f.signed, dynamic_range_decades=math.log10(f.max / f.smallest_subnormal),
+        signed=f.signed, dynamic_range_decades=math.log10(f.max) - math.log10(f.smallest_subnormal),
         num_finite=_num_finite(f), description=f.description)

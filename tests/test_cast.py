@@ -378,3 +378,10 @@ def test_round_values_out_may_be_the_input(mode):
             y = x.copy()
             got = rounding.round_values(y, f, mode, rng=np.random.default_rng(1), sticky=cls, out=y)
             assert got is not None and same(y, want).all() and same(got, want).all()
+
+
+def test_array_likes_are_read_through_their_values():
+    # An FPArray (anything with __array__) is cast from its exact values.
+    a = ff.array([1.0, 2.5e-3, -3.0], "fp16")
+    assert np.array_equal(ff.cast(a, "bf16"), ff.cast(np.asarray(a.values), "bf16"))
+    assert ff.cast(a, "fp4_e2m1").tolist() == [1.0, 0.0, -3.0]

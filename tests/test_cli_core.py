@@ -100,3 +100,13 @@ def test_bad_input_gives_a_message_and_exit_code_2(capsys):
     assert rc == 2 and "nearest_even" in err
     rc, out, err = run(capsys)
     assert rc == 2 and "usage" in out
+
+
+def test_show_names_only_the_fields_a_format_has(capsys):
+    # E8M0 has neither a sign nor a mantissa; fp4_e2m1 has all three fields.
+    assert main(["show", "3", "e8m0"]) == 0
+    code_line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("code")][0]
+    assert code_line.endswith("(exponent)") and "0x81" in code_line
+    assert main(["show", "3", "fp4_e2m1"]) == 0
+    code_line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("code")][0]
+    assert code_line.endswith("(sign exponent mantissa)") and "0 10 1" in code_line

@@ -55,7 +55,7 @@ def test_extra_fields_from_the_codes(name):
     i = ff.info(name)
     assert i.bias == f.bias and i.kind == "float" and i.name == name
     assert i.unit_roundoff == i.eps / 2
-    assert i.dynamic_range_decades == pytest.approx(math.log10(i.max / i.smallest_subnormal))
+    assert i.dynamic_range_decades == pytest.approx(math.log10(i.max) - math.log10(i.smallest_subnormal))
     if f.bits > 16:
         return
     v = ff.decode(np.arange(1 << f.bits), name)
@@ -105,3 +105,11 @@ def test_repr_is_readable():
 def test_info_accepts_every_kind_of_format_spec():
     assert ff.info(np.float16).max == ff.info("half").max == ff.info("e5m10").max
     assert ff.info(ff.Format("x", ebits=6, mbits=9)).bits == 16
+
+
+def test_fp64_dynamic_range_is_finite():
+    # log10(max / smallest subnormal) for binary64, from the exponents: the
+    # quotient itself overflows a float64, the answer (~631.56) does not.
+    want = math.log10(2 - 2.0 ** -52) + (1023 + 1074) * math.log10(2)
+    got = ff.info("fp64").dynamic_range_decades
+    assert math.isfinite(got) and abs(got - want) < 1e-9
