@@ -206,6 +206,20 @@ def _exponents(v, fmt: Format):
     return np.maximum(e.astype(np.int64) - 1, fmt.emin)
 
 
+# The aligned terms as integers: a term times 2**(F - e_max) is below 2**(F + 2) <= 2**42 in
+# magnitude (F <= 40), so a 53-bit integer format holds every one and never saturates.
+_ALIGNED = Format("aligned", kind="int", bits=53)
+
+
+def _align(v, scale):
+    """Step 3: ``v * 2**scale`` truncated toward zero to an integer, by the one rounding routine.
+
+    The scaling is exact wherever the result can be nonzero (it only underflows for
+    terms far below one unit, which truncate to 0 either way)."""
+    y = np.ldexp(v, scale)
+    return round_values(y, _ALIGNED, "toward_zero", "saturate", out=y)
+
+
 def _step(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format):
     """One fused step over the last axis of the products P (exponents EP) with accumulator c."""
     F = model.F
@@ -219,8 +233,8 @@ def _step(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format):
     e_max = np.maximum(np.where(nzp, EP, floor).max(-1), ec)
     scale = (F - e_max).astype(np.int64)
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):
-        y = np.trunc(np.ldexp(np.where(fin_p, P, 0.0), scale[..., None]))
-        yc = np.trunc(np.ldexp(np.where(np.isfinite(c), c, 0.0), scale))
+        y = _align(np.where(fin_p, P, 0.0), scale[..., None])
+        yc = _align(np.where(np.isfinite(c), c, 0.0), scale)
         S = y.sum(-1) + yc  # integers below 2**(F+8): exact
         val = np.ldexp(S, -scale)
     mode = model.rounding
