@@ -420,67 +420,119 @@ def _scale_layout(per_block, meta, axis):
     return np.moveaxis(per_block.reshape(lead + (nb,)), -1, axis)
 
 
-_CHUNK_ROWS = 4096
+_CHUNK_ROWS = 4096  # 2**17 elements a chunk: fewer round_values calls, passes stay in cache
 _SIGNLESS = {2: (np.int16, 0x7FFF), 4: (np.int32, 0x7FFFFFFF), 8: (np.int64, 0x7FFFFFFFFFFFFFFF)}
+# (exponent shift, exponent-field mask, bias) of the float dtypes whose floor(log2) is read
+# from the exponent field directly (float16 amaxes go through _shared_exponent)
+_EXP_FIELD = {4: (23, 0xFF, 127), 8: (52, 0x7FF, 1023)}
 
 
-def _block_amax(blk, buf=None):
-    """Largest magnitude of each row as float64; NaN if the row holds a NaN.
+def _block_amax_bits(blk, ibuf, mbuf):
+    """Sign-cleared bit pattern of the largest magnitude of each row of ``blk`` (a
+    contiguous (rows, 32) float array), as integers of the same width.
 
-    Clearing the sign bit and taking the integer maximum orders IEEE floats by
-    magnitude, NaN patterns above Inf (faster than ``max(abs(.))`` and NaN-safe)."""
-    if blk.dtype.kind == "f" and blk.dtype.itemsize in _SIGNLESS:
-        it, mask = _SIGNLESS[blk.dtype.itemsize]
-        bits = np.bitwise_and(blk.view(it), it(mask),
-                              out=None if buf is None else buf.view(it)[:blk.size].reshape(blk.shape))
-        m = bits.max(axis=1, initial=0)
-        return m.view(blk.dtype).astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        return np.max(np.abs(blk), axis=1, initial=0.0).astype(np.float64)
+    With the sign bit cleared, integer order is magnitude order for IEEE floats, with
+    NaN patterns above Inf (NaN-safe, no abs temporary).  The row maximum is a fold:
+    max of the even and odd elements, five times, each a single numpy call over the
+    whole chunk (a reduction along rows of 32 pays numpy's per-row overhead)."""
+    it, mask = _SIGNLESS[blk.dtype.itemsize]
+    k = blk.size
+    src = np.bitwise_and(blk.reshape(-1).view(it), it(mask), out=ibuf.view(it)[:k])
+    dst = mbuf.view(it)
+    h = k // 2
+    while h >= blk.shape[0]:
+        np.maximum(src[0:2 * h:2], src[1:2 * h:2], out=dst[:h])
+        src, dst = dst[:h], src
+        h //= 2
+    return src
+
+
+def _floor_exponent(bits, dtype, emax):
+    """(E as int64, NaN-scale mask) of the ``floor`` rule from sign-cleared amax bits of
+    float32 or float64 data: floor(log2 amax) is the unbiased exponent field (zero
+    and subnormal amaxes sit below -127 - emax, so they clamp to -127 like zero)."""
+    sh, fmask, bias = _EXP_FIELD[dtype.itemsize]
+    e = (bits >> sh).astype(np.int64)
+    E = e - (bias + emax)
+    bad = (e == fmask) | (E > 127)  # Inf / NaN, or a scale past E8M0's range
+    np.maximum(E, -127, out=E)
+    E[bad] = 0
+    return E, bad
+
+
+def _pow2(k):
+    """2.0**k as float64 for int64 k in -1022..1023, built from the exponent bits."""
+    return ((k + 1023) << 52).view(np.float64)
 
 
 def _quantize_mx(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
     """MX quantisation of ``v`` (a float16/32/64 array, or float64 values with an
     optional remainder class); with ``fake`` returns the dequantised values instead
-    (fused, one pass over memory, in v's dtype when that holds them: float32 and
-    float64 inputs always do, as MX values of a float32 input are float32 values)."""
+    (fused, in v's dtype when that holds them: float32 and float64 inputs always do,
+    as MX values of a float32 input are float32 values).
+
+    Works through chunks of ``_CHUNK_ROWS`` blocks with reused scratch buffers (fresh
+    large temporaries cost page faults): block amax by a fold of integer maxima, E
+    from the exponent bits, scaling by exact powers of two built from bits, one
+    ``round_values`` call per chunk, one multiply back."""
     elem = get_format(MX_FORMATS[name])
     if v.ndim == 0:
         raise ValueError("MX quantisation needs an array with at least one dimension")
     rows, meta = _blocks(v, axis, _MX_BLOCK)
     st_rows = None if sticky is None else _blocks(sticky, axis, _MX_BLOCK)[0]
     shift = _MXINT8_SHIFT if name == "mxint8" else 0
+    emax = _mx_emax(name, elem)
     out_dtype = v.dtype if (fake and v.dtype in (np.float32, np.float64)) else np.float64
     q = np.empty(rows.shape, out_dtype)
-    E = np.empty(rows.shape[0], np.float64)
-    # scratch buffers reused by every chunk (fresh large temporaries cost page faults)
+    E = None if fake else np.empty(rows.shape[0], np.float64)
+    int_exp = scale_rounding == "floor" and rows.dtype.itemsize in _EXP_FIELD
+    # scratch buffers reused by every chunk
     nrow = min(_CHUNK_ROWS, rows.shape[0])
     ybuf = np.empty((nrow, _MX_BLOCK), np.float64)
+    rbuf = np.empty((nrow, _MX_BLOCK), np.float64)
     ibuf = np.empty(nrow * _MX_BLOCK * rows.dtype.itemsize, np.uint8)
+    mbuf = np.empty(nrow * _MX_BLOCK // 2 * rows.dtype.itemsize, np.uint8)
     for i in range(0, rows.shape[0], _CHUNK_ROWS):
         blk = rows[i:i + _CHUNK_ROWS]
-        amax = _block_amax(blk, ibuf)
-        Ei = _shared_exponent(amax, name, elem, scale_rounding)
-        bad = np.isnan(Ei)
-        Ek = np.where(bad, 0.0, Ei).astype(np.int64)
+        nb = blk.shape[0]
+        bits = _block_amax_bits(blk, ibuf, mbuf)
+        if int_exp:
+            Ek, bad = _floor_exponent(bits, rows.dtype, emax)
+        else:
+            amax = bits.view(rows.dtype).astype(np.float64)
+            Ei = _shared_exponent(amax, name, elem, scale_rounding)
+            bad = np.isnan(Ei)
+            Ek = np.where(bad, 0.0, Ei).astype(np.int64)
+        any_bad = bool(bad.any())
         # 2**(shift - E): an exact power of two (E in -127..127), so y is exact
-        y = np.multiply(blk, np.ldexp(1.0, shift - Ek)[:, None], out=ybuf[:len(blk)])
-        if bad.any():
+        y = ybuf[:nb]
+        if rows.dtype == np.float64:
+            np.multiply(blk, _pow2(shift - Ek)[:, None], out=y)
+        else:
+            np.copyto(y, blk)
+            np.multiply(y, _pow2(shift - Ek)[:, None], out=y)
+        if any_bad:
             y[bad] = 0.0
         # a power-of-two scaling keeps an input's remainder class (if any) valid
         st = None if st_rows is None else st_rows[i:i + _CHUNK_ROWS]
-        r = round_values(y, elem, mode, "saturate", rng=rng, sticky=st, out=y)
-        if fake:
-            # exact: back to the input's scale (and representable in its dtype)
-            np.multiply(r, np.ldexp(1.0, Ek - shift)[:, None], out=q[i:i + _CHUNK_ROWS],
-                        casting="same_kind")
-            if bad.any():
-                q[i:i + _CHUNK_ROWS][bad] = np.nan
+        qi = q[i:i + _CHUNK_ROWS]
+        if not fake and not shift:
+            round_values(y, elem, mode, "saturate", rng=rng, sticky=st, out=qi)
         else:
-            if shift:
-                r *= 2.0 ** -shift
-            q[i:i + _CHUNK_ROWS] = r
-        E[i:i + _CHUNK_ROWS] = Ei
+            r = round_values(y, elem, mode, "saturate", rng=rng, sticky=st, out=rbuf[:nb])
+            if not fake:
+                np.multiply(r, 2.0 ** -shift, out=qi)
+            elif out_dtype == np.float32:
+                # exact: element values and 2**(E - shift) >= 2**-133 are float32 values,
+                # and so are their products (MX values of float32 data)
+                np.copyto(qi, r, casting="same_kind")
+                np.multiply(qi, _pow2(Ek - shift).astype(np.float32)[:, None], out=qi)
+            else:
+                np.multiply(r, _pow2(Ek - shift)[:, None], out=qi)
+        if not fake:
+            E[i:i + _CHUNK_ROWS] = np.where(bad, np.nan, Ek)
+        elif any_bad:
+            qi[bad] = np.nan  # a NaN scale makes its whole block NaN
     if fake:
         return _unblock(q, meta, axis, _MX_BLOCK)
     bad = np.isnan(E)
