@@ -212,7 +212,7 @@ def add(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     (0.0, -0.0)
     """
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    return _finish(*_run(_add_impl, ctx, a, b))
+    return _finish(*_run_add(ctx, a, b, False))
 
 
 def _add_impl(ctx, a, b, negate=False):
@@ -222,6 +222,113 @@ def _add_impl(ctx, a, b, negate=False):
 
 def _sub_impl(ctx, a, b):
     return _add_impl(ctx, a, b, True)
+
+
+# ------------------------------------------------------------------ fast path of add / sub
+# For float64 arrays (or FPArrays) of one shape whose values are already in fmt, each
+# cache-sized chunk costs a few bit-pattern reductions per operand, one float64 add and one
+# call of round_values: the operands need no cast, and the float64 sum is exact (no TwoSum,
+# no remainder class) whenever the exponents in the chunk span at most 51 - mbits binades.
+# A chunk that fails a test goes through the general path (_add_impl) instead.
+
+def _fast_add_ok(fmt: Format) -> bool:
+    """Formats the fast path handles: signed floats with zero and -0 whose values are
+    normal float64 numbers."""
+    return (fmt.kind == "float" and fmt.signed and fmt.zero and fmt.negative_zero
+            and fmt.mbits < 52 and fmt.emin - fmt.mbits >= -1022 and fmt.emax < 1023)
+
+
+class _AddScratch:
+    """Chunk-sized buffers reused across the chunks of one call."""
+
+    def __init__(self, size):
+        self.w = np.empty(size, np.uint64)
+        self.f = np.empty(size, np.float64)
+        self.b = np.empty(size, np.bool_)
+
+
+def _chunk_range(v, fmt: Format, sc: _AddScratch, check: bool):
+    """Exponent range of the chunk v: ``(hi, lo)``, the float64 biased exponents of the
+    largest magnitude and of the smallest nonzero magnitude (``lo = None`` when v is all
+    zeros).  With ``check``, None when some element is not a finite value of fmt (so the
+    chunk must be cast); without it v is known to be in fmt."""
+    k = v.size
+    w = sc.w[:k]
+    np.left_shift(v.view(np.uint64), np.uint64(1), out=w)  # magnitude bits, shifted: no sign
+    top = int(w.max())
+    if check:
+        if top > int(np.float64(fmt.max).view(np.uint64)) << 1:
+            return None  # past max, Inf or NaN
+        if int(np.bitwise_or.reduce(w)) & (((1 << (52 - fmt.mbits)) - 1) << 1):
+            return None  # more significand bits than fmt has
+    bot, off = int(w.min()), 0
+    if bot == 0:  # zeros: make them wrap round to the top, so the minimum is a nonzero one
+        off = 2
+        np.subtract(w, np.uint64(off), out=w)
+        bot = int(w.min())
+        if bot == (1 << 64) - 2:
+            return top >> 53, None
+        bot += off
+    lo = bot >> 53
+    if check and lo < fmt.emin + 1023:
+        # values below the normal range must lie on the subnormal grid 2**(emin - mbits)
+        small = int(np.float64(fmt.smallest_normal).view(np.uint64)) << 1
+        tiny = np.flatnonzero(np.less(w, np.uint64(small - off), out=sc.b[:k]))
+        t = v[tiny] * 2.0 ** (fmt.mbits - fmt.emin)  # exact
+        if not (t == np.trunc(t)).all():
+            return None
+    return top >> 53, lo
+
+
+def _sum_is_exact(rx, ry, fmt: Format) -> bool:
+    """Whether x + y is exact in float64 for every pair of the chunks with ranges rx, ry:
+    every value is a multiple of 2**(max(lo, emin) - mbits) and |x + y| < 2**(hi + 2), so the
+    sum needs at most hi + 2 - max(lo, emin) + mbits <= 53 bits."""
+    los = [r[1] for r in (rx, ry) if r[1] is not None]
+    if not los:
+        return True
+    lo = max(min(los) - 1023, fmt.emin)
+    hi = max(rx[0], ry[0]) - 1023
+    return hi + 2 - lo + fmt.mbits <= 53
+
+
+def _run_add(ctx: _Ctx, a, b, negate):
+    """add / sub: the fast path where it applies (see above), else ``_run``."""
+    impl = _sub_impl if negate else _add_impl
+    fmt = ctx.fmt
+    if ctx.ftz or ctx.daz or not _fast_add_ok(fmt):
+        return _run(impl, ctx, a, b)
+    ops, known = [], []
+    for x in (a, b):
+        if isinstance(x, FPArray) and x.fmt == fmt:
+            ops.append(x._v)
+            known.append(True)
+        elif isinstance(x, np.ndarray) and x.dtype == np.float64:
+            ops.append(x)
+            known.append(False)
+        else:
+            return _run(impl, ctx, a, b)
+    x, y = ops
+    if x.ndim == 0 or x.shape != y.shape or x.size == 0:
+        return _run(impl, ctx, a, b)
+    shape, size = x.shape, x.size
+    xf, yf = np.ascontiguousarray(x).reshape(-1), np.ascontiguousarray(y).reshape(-1)
+    out = np.empty(size)
+    sc = _AddScratch(min(size, _OP_CHUNK))
+    for i in range(0, size, _OP_CHUNK):
+        j = min(i + _OP_CHUNK, size)
+        xc, yc, o = xf[i:j], yf[i:j], out[i:j]
+        rx = _chunk_range(xc, fmt, sc, not known[0])
+        ry = None if rx is None else _chunk_range(yc, fmt, sc, not known[1])
+        if ry is None or not _sum_is_exact(rx, ry, fmt):
+            o[...] = impl(ctx, xc, yc)[0]
+            continue
+        t = sc.f[:j - i]
+        (np.subtract if negate else np.add)(xc, yc, out=t)  # exact
+        if ctx.mode == "down":  # numpy gives IEEE zero signs in the other modes
+            t = _zero_signs(t, None, xc, -yc if negate else yc, ctx.mode)
+        round_values(t, fmt, ctx.mode, ctx.policy, rng=ctx.rng, sr_bits=ctx.sr_bits, out=o)
+    return out.reshape(shape), False
 
 
 def _add_values(x, y, ctx, opname):
@@ -241,7 +348,7 @@ def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     (1.0, 0.99951171875)
     """
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    return _finish(*_run(_sub_impl, ctx, a, b))
+    return _finish(*_run_add(ctx, a, b, True))
 
 
 def mul(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,

@@ -354,3 +354,43 @@ def test_in_format_test_agrees_with_cast():
             want = bool(cv == v and np.signbit(cv) == np.signbit(v) and np.isfinite(v))
             assert _in_format(np.array([v]), f) == want, (name, v)
         assert _in_format(np.where(np.isnan(c), 0.0, c), f)
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "tf32", "fp32",
+                                 "fp8_e4m3fnuz"])
+def test_add_fast_path_equals_general_path(fmt):
+    """ff.add / ff.sub on float64 arrays take a fast path (no TwoSum when the chunk's exponent
+    span makes every float64 sum exact, bit-pattern range checks instead of a cast); it must
+    give exactly what the general path (cast, TwoSum + remainder class) gives, per chunk."""
+    from floatfmt import ops
+    rng = np.random.default_rng(11)
+    f = ff.get_format(fmt)
+    n = 2 * ops._OP_CHUNK + 77  # several chunks, one partial
+    narrow = [ff.cast(np.ldexp(rng.uniform(-2, 2, n), rng.integers(-4, 4, n)), f,
+                      overflow="saturate") for _ in range(2)]
+    wide = [ff.cast(np.ldexp(rng.uniform(-2, 2, n), rng.integers(f.emin - f.mbits, f.emax, n)), f,
+                    overflow="saturate") for _ in range(2)]  # gaps past 51 - mbits: TwoSum
+    tiny = [ff.cast(rng.uniform(-4, 4, n) * f.smallest_normal, f) for _ in range(2)]
+    narrow[0][::13], narrow[1][::17], tiny[0][::5] = 0.0, -0.0, -0.0
+    off = narrow[0].copy()
+    off[5000] = f.smallest_subnormal * 1.5  # off the subnormal grid: this chunk needs the cast
+    off[n - 3] = 1.0 + 2.0 ** -(f.mbits + 1)  # one significand bit too many
+    special = narrow[1].copy()
+    special[[7, 60000]] = [np.inf, np.nan] if f.inf else [np.nan, np.nan]
+    pairs = [narrow, wide, tiny, [off, narrow[1]], [narrow[0], special], [narrow[0], narrow[0]]]
+    modes = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
+    for a, b in pairs:
+        for mode in modes:
+            ctx = ops._ctx(fmt, mode, "saturate" if not f.inf else None, False, False, None)
+            for negate, fn in ((False, ff.add), (True, ff.sub)):
+                impl = ops._sub_impl if negate else ops._add_impl
+                want = np.concatenate([impl(ctx, a[i:i + ops._OP_CHUNK], b[i:i + ops._OP_CHUNK])[0]
+                                       for i in range(0, n, ops._OP_CHUNK)])
+                got = fn(a, b, fmt, rounding=mode, overflow=ctx.overflow)
+                assert np.array_equal(got, want, equal_nan=True), (fmt, mode, negate)
+                assert np.array_equal(np.signbit(got), np.signbit(want)), (fmt, mode, negate)
+    # the range test rejects exactly the chunks that are not in the format
+    sc = ops._AddScratch(4096)
+    for v in (narrow[0][:4096], wide[0][:4096], tiny[0][:4096], off[4096:8192], special[:4096]):
+        if ops._fast_add_ok(f):
+            assert (ops._chunk_range(v, f, sc, True) is not None) == ops._in_format(v, f)
