@@ -27,6 +27,7 @@ tests run every case through both.
 from __future__ import annotations
 
 import difflib
+import threading
 
 import numpy as np
 
@@ -270,8 +271,7 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
 def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
     plan = _plan(fmt, mode, policy, sr_bits)
     n = xf.size
-    size = min(n, _CHUNK)
-    bufs = _Buffers(size) if plan is not None else None
+    bufs = _buffers() if plan is not None else None
     alias = plan is not None and np.may_share_memory(xf, res)
     for i in range(0, n, _CHUNK):
         j = min(i + _CHUNK, n)
@@ -344,8 +344,20 @@ def _i64(v: int) -> np.int64:
     return np.int64(((v + (1 << 63)) % (1 << 64)) - (1 << 63))
 
 
+_LOCAL = threading.local()
+
+
+def _buffers() -> "_Buffers":
+    """This thread's scratch arrays, made once: callers that round chunk by chunk
+    (arithmetic, block scaling) would otherwise pay fresh pages on every call."""
+    b = getattr(_LOCAL, "bufs", None)
+    if b is None:
+        b = _LOCAL.bufs = _Buffers(_CHUNK)
+    return b
+
+
 class _Buffers:
-    """Chunk-sized scratch arrays, reused across chunks."""
+    """Chunk-sized scratch arrays, reused across chunks and calls (sliced to a chunk)."""
 
     def __init__(self, size):
         self.e = np.empty(size, np.int64)
