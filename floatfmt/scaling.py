@@ -50,6 +50,9 @@ __all__ = ["quantize", "dequantize", "fake_quant", "QuantizedTensor", "int_matmu
 _FP32 = get_format("fp32")
 _E4M3 = get_format("fp8_e4m3")
 _WIDE_INT = Format("int62", kind="int", bits=62)  # holds round(x / scale) before the clamp
+# the same for _round_int, narrow enough (<= 53 bits) for round_values' fast integer path;
+# saturating at +-(2**52 - 1) instead of +-(2**61 - 1) before the clamp to qmin..qmax changes nothing
+_ROUND_INT = Format("int53", kind="int", bits=53)
 
 #: OCP MX v1.0 block formats: name -> (element format, block size).  The element
 #: format's ``emax`` is the ``emax_elem`` of the spec (8, 15, 2, 4, 2; 0 for INT8).
@@ -662,9 +665,14 @@ def _fp32_scale(raw, pow2):
 
 
 def _round_int(v, frac, narrow, scale, zp, qmin, qmax, mode, rng):
-    yq, yst = _exact_quotient(v, frac, scale, narrow, _WIDE_INT)
-    n = round_values(yq, _WIDE_INT, mode, "saturate", rng=rng, sticky=yst)
-    n = n + zp
+    yq, yst = _exact_quotient(v, frac, scale, narrow, _ROUND_INT)
+    own = isinstance(yq, np.ndarray) and yq is not v and yq.flags.writeable  # a fresh quotient
+    n = round_values(yq, _ROUND_INT, mode, "saturate", rng=rng, sticky=yst, out=yq if own else None)
+    if np.any(zp):
+        if np.broadcast_shapes(np.shape(zp), n.shape) == n.shape:
+            n += zp
+        else:
+            n = n + zp
     np.clip(n, qmin, qmax, out=n)
     if np.isnan(v).any():
         raise ValueError("integer formats have no NaN; the input holds NaN")
@@ -782,7 +790,11 @@ def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentil
             v, st = ex.values, ex.sticky
         ax = _norm_axis(-1 if axis is None else axis, v.ndim, "MX quantisation")
         return _quantize_mx(v, st, f, ax, sr, mode, rng, fake=fake)
-    v, frac, narrow, ex = _intake(x)
+    if (fake and kind == "int" and isinstance(x, np.ndarray) and x.dtype == np.float32
+            and (calibration == "max" or (scale is not None and not isinstance(scale, str)))):
+        v, frac, narrow = x, None, True  # float32 data: no float64 copy of the whole input
+    else:
+        v, frac, narrow, ex = _intake(x)
     if kind == "nvfp4":
         ax = _norm_axis(-1 if axis is None else axis, v.ndim, "NVFP4 quantisation")
         return _quantize_nvfp4(v, frac, narrow, ax, mode, rng, tensor_scale)
@@ -821,10 +833,16 @@ def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentil
                                      narrow, mode, rng)
             else:
                 lo, hi = _ranges(v, granularity, ax, calibration, percentile, symmetric)
+                if v.dtype != np.float64:  # float32 extremes, exact in float64
+                    lo, hi = lo.astype(np.float64), hi.astype(np.float64)
             sc, zp, qmin, qmax = _int_params(lo, hi, f, symmetric, narrow_range, pow2_scale)
             if margin:
                 sc = _fp32_scale(np.asarray(sc) * 2.0 ** margin, pow2_scale)
+        if fake and frac is None and mode != "stochastic" and v.ndim and v.size:
+            return _fake_int(v, narrow, sc, zp, qmin, qmax, mode)
         n = _round_int(v, frac, narrow, sc, zp, qmin, qmax, mode, rng)
+        if fake:
+            return QuantizedTensor(n, sc, zp, f.name, f).dequantize()
         zp_out = int(zp) if np.ndim(zp) == 0 else zp
         return QuantizedTensor(n, sc, zp_out, f.name, f, granularity, ax, None, None, None,
                                qmin, qmax, scheme)
@@ -889,7 +907,37 @@ def fake_quant(x, fmt="int8", **options) -> np.ndarray:
             raise TypeError(f"fake_quant() got unexpected keyword argument(s) {sorted(unknown)}")
         opts.update(options)
         return _quantize(x, fmt, True, **opts)
+    if kind == "int":  # fused and chunked: quantize(x, fmt, **options).dequantize()
+        opts = dict(_QUANTIZE_DEFAULTS)
+        unknown = set(options) - set(opts)
+        if unknown:
+            raise TypeError(f"fake_quant() got unexpected keyword argument(s) {sorted(unknown)}")
+        opts.update(options)
+        return _quantize(x, fmt, True, **opts)
     return quantize(x, fmt, **options).dequantize()
+
+
+_FAKE_CHUNK = 1 << 17  # elements a chunk of _fake_int
+
+
+def _fake_int(v, narrow, sc, zp, qmin, qmax, mode):
+    """``(_round_int(v, ...) - zp) * sc`` as float64, chunk by chunk along axis 0 (the
+    same elementwise operations as quantize + dequantize, without whole-size temporaries)."""
+    out = np.empty(v.shape, np.float64)
+    sc_a, zp_a = np.asarray(sc, np.float64), np.asarray(zp)
+    step = max(1, _FAKE_CHUNK // (v.size // v.shape[0] or 1))
+
+    def part(a, sl):  # the slice of a per-channel array that broadcasts onto v[sl]
+        return a[sl] if a.ndim == v.ndim and a.shape[0] > 1 else a
+
+    for i in range(0, v.shape[0], step):
+        sl = slice(i, i + step)
+        s_i, z_i = part(sc_a, sl), part(zp_a, sl)
+        n = _round_int(v[sl], None, narrow, s_i, z_i, qmin, qmax, mode, None)
+        if z_i.any():
+            n -= z_i
+        np.multiply(n, s_i, out=out[sl])
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
