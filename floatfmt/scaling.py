@@ -495,6 +495,10 @@ def _quantize_mx(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
     rbuf = np.empty((nrow, _MX_BLOCK), np.float64)
     ibuf = np.empty(nrow * _MX_BLOCK * rows.dtype.itemsize, np.uint8)
     mbuf = np.empty(nrow * _MX_BLOCK // 2 * rows.dtype.itemsize, np.uint8)
+    # float32 data in nearest / toward-zero modes: scale in float32 (half the bytes)
+    f32_scale = (rows.dtype == np.float32 and not shift and st_rows is None
+                 and mode in ("nearest_even", "nearest_away", "toward_zero"))
+    fbuf = np.empty((nrow, _MX_BLOCK), np.float32) if f32_scale else None
     for i in range(0, rows.shape[0], _CHUNK_ROWS):
         blk = rows[i:i + _CHUNK_ROWS]
         nb = blk.shape[0]
@@ -511,6 +515,12 @@ def _quantize_mx(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
         y = ybuf[:nb]
         if rows.dtype == np.float64:
             np.multiply(blk, _pow2(shift - Ek)[:, None], out=y)
+        elif f32_scale:
+            # float32 product: exact except below 2**-126, which rounds to (signed) zero
+            # in these modes anyway (element formats' subnormals are >= 2**-17)
+            s32 = fbuf[:nb]
+            np.multiply(blk, _pow2(shift - Ek).astype(np.float32)[:, None], out=s32)
+            np.copyto(y, s32)
         else:
             np.copyto(y, blk)
             np.multiply(y, _pow2(shift - Ek)[:, None], out=y)
