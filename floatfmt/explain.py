@@ -40,8 +40,8 @@ from .formats import Format, get_format
 from .info import info
 from .rounding import resolve_mode, resolve_overflow
 
-__all__ = ["explain", "compare", "Explanation", "ExplanationTable", "ComparisonTable",
-           "explorer", "exact_decimal"]
+__all__ = ["explain", "explain_block", "compare", "Explanation", "ExplanationTable",
+           "BlockExplanation", "ComparisonTable", "explorer", "exact_decimal"]
 
 # Colours per field: (ANSI SGR code, HTML background).
 _COLOURS = {"sign": ("31", "#f6b8c0"), "exponent": ("34", "#b7d3f2"),
@@ -120,6 +120,29 @@ def _signed_sci(v, digits=4) -> str:
     if v is None:
         return "n/a"
     return ("+" if v > 0 else "-" if v < 0 else "") + _sci(abs(v), digits)
+
+
+def _field_bits(fields, colour=False) -> str:
+    """The code's bits, one group per field separated by spaces (painted when ``colour``)."""
+    return " ".join(_paint(b, name, colour) for name, b, _ in fields)
+
+
+_BOX = ("display:inline-block;min-width:1.3em;padding:2px 1px;margin:0 1px;text-align:center;"
+        "font-family:monospace;font-size:1.1em;border:1px solid #555;border-radius:3px;")
+
+
+def _bit_boxes(fields, describe=True) -> str:
+    """HTML: one box per bit coloured by field, with each field's name and
+    description underneath (``describe=False``: the boxes only, for tables)."""
+    parts = []
+    for name, b, desc in fields:
+        cells = "".join(f'<span style="{_BOX}background:{_COLOURS[name][1]}">{c}</span>'
+                        for c in b)
+        under = (f'<div style="font-size:0.85em;text-align:center;max-width:{max(len(b) * 1.7, 6)}em">'
+                 f'<b>{name}</b><br>{html.escape(desc)}</div>') if describe else ""
+        parts.append(f'<div style="display:inline-block;vertical-align:top;margin-right:6px">'
+                     f'<div>{cells}</div>{under}</div>')
+    return "".join(parts)
 
 
 # ----------------------------------------------------------------------------- exact input
@@ -480,7 +503,7 @@ class Explanation:
         if self.code is None:
             return f"none ({f.name} has no code for {_num(self.value)})"
         width = (f.bits + 3) // 4
-        parts = " ".join(_paint(b, name, colour) for name, b, _ in self.fields())
+        parts = _field_bits(self.fields(), colour)
         what = "two's complement" if f.kind == "int" else \
             " ".join(n for n, _, _ in self.fields())
         s = f"0x{self.code:0{width}x} = {parts}  ({what})"
@@ -562,15 +585,7 @@ class Explanation:
     def _repr_html_(self) -> str:
         f = self.format
         esc = html.escape
-        box = ("display:inline-block;min-width:1.3em;padding:2px 1px;margin:0 1px;text-align:center;"
-               "font-family:monospace;font-size:1.1em;border:1px solid #555;border-radius:3px;")
-        parts = []
-        for name, b, desc in self.fields():
-            cells = "".join(f'<span style="{box}background:{_COLOURS[name][1]}">{c}</span>' for c in b)
-            parts.append(f'<div style="display:inline-block;vertical-align:top;margin-right:6px">'
-                         f'<div>{cells}</div><div style="font-size:0.85em;text-align:center;'
-                         f'max-width:{max(len(b) * 1.7, 6)}em"><b>{name}</b><br>{esc(desc)}</div></div>')
-        bits = "".join(parts) or f"<i>{esc(self._code_text())}</i>"
+        bits = _bit_boxes(self.fields()) or f"<i>{esc(self._code_text())}</i>"
         rows = [("input", _input_text(self.input) + (
             f" (exactly {exact_decimal(self.exact)})" if self.exact is not None
             and exact_decimal(self.exact) != _input_text(self.input) else ""))]
@@ -673,7 +688,7 @@ class ExplanationTable:
             e = self[i]
             out.append([str(i), _input_text(e.input, short=True), _num(e.value),
                         "-" if e.code is None else f"0x{e.code:0{width}x}",
-                        "-" if e.bits is None else " ".join(b for _, b, _ in e.fields()),
+                        "-" if e.bits is None else _field_bits(e.fields()),
                         e.cls, _signed_sci(e.abs_error), _sci(e.rel_error),
                         "n/a" if e.ulp_error is None else f"{e.ulp_error:+.3f}"])
         return out
@@ -709,8 +724,8 @@ class ExplanationTable:
         return f"<div><p>{esc(self._summary())}</p><table><tr>{head}</tr>{body}</table></div>"
 
 
-def explain(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-            sr_bits=None, max_rows=20):
+def explain(x, fmt=None, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
+            sr_bits=None, max_rows=20, block=0):
     """Round ``x`` to ``fmt`` (as ``cast`` does) and explain every step.
 
     A scalar gives an ``Explanation``: print it (coloured on a terminal) or let
@@ -718,16 +733,306 @@ def explain(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False
     ``ExplanationTable`` (one row per element, the first ``max_rows`` shown).
     The options are those of ``cast``.
 
+    Block formats: ``explain(q)`` with a block-scaled ``QuantizedTensor`` (MX or
+    NVFP4) is ``explain_block(q, block)``; ``explain(x, "mxfp4_e2m1")`` (any MX
+    name or ``"nvfp4"``) quantises ``x`` along its last axis first and explains
+    block ``block`` with the original values.
+
     >>> e = explain(1.0 + 2**-11, "fp16")
     >>> e.tie, e.direction, e.value
     (True, 'toward zero', 1.0)
     >>> explain(-3, "int8").bits
     '11111101'
     """
+    scaling = sys.modules.get("floatfmt.scaling")  # no QuantizedTensor exists before it loads
+    if scaling is not None and isinstance(x, scaling.QuantizedTensor):
+        if fmt is not None:
+            raise TypeError("explain(q) takes the format from the QuantizedTensor; do not pass fmt")
+        return explain_block(x, block, rounding=rounding)
+    if fmt is None:
+        raise TypeError("explain(x, fmt) needs a format (or a QuantizedTensor as x)")
+    if isinstance(fmt, str) and _block_format_name(fmt):
+        from .scaling import quantize
+        return explain_block(quantize(x, fmt, rounding=rounding, rng=rng), block, x=x,
+                             rounding=rounding)
     fmt = get_format(fmt)
     if isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim > 0):
         return ExplanationTable(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits, max_rows)
     return Explanation(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+
+
+# ----------------------------------------------------------------------------- MX / NVFP4 blocks
+def _block_format_name(fmt: str) -> bool:
+    """Whether ``fmt`` names a block-scaled format (MX or NVFP4)."""
+    if not fmt.strip().lower().startswith(("mx", "nvfp")):
+        return False  # not a block format: do not load floatfmt.scaling
+    from .scaling import _resolve_kind
+    return _resolve_kind(fmt)[0] in ("mx", "nvfp4")  # unknown: ValueError naming block formats too
+
+
+def _binary_sci(a: Fraction) -> str:
+    """``a`` (positive) as ``m × 2^e`` with 1 <= m < 2."""
+    e = _floor_log2(a)
+    return f"{_num(a / Fraction(2) ** e)} × 2^{e}"
+
+
+class BlockExplanation:
+    """One block of a block-scaled ``QuantizedTensor`` (OCP MX or NVFP4): the
+    shared scale, how it was chosen, and every element's code.  See
+    ``explain_block``.
+
+    Attributes: ``fmt`` (``"mxfp4_e2m1"`` ...), ``element_format``, ``block``,
+    ``n_blocks``, ``size`` (elements in this block), ``positions`` (their indices
+    along the blocked axis), ``scale`` (block scale value), ``scale_code``,
+    ``scale_format`` (E8M0 or E4M3), ``tensor_scale`` (NVFP4's fp32 scale, else
+    None), ``shared_exponent`` (MX; None for a NaN scale), ``emax``, ``amax``
+    (Fraction, None without the originals), ``amax_exponent`` (floor(log2 amax)),
+    ``rule`` (a sentence), ``elements`` (element values), ``codes``,
+    ``dequantized``, ``originals`` / ``quotients`` / ``errors`` (None entries
+    without the originals), ``saturated`` / ``flushed`` (lists of bools),
+    ``explanations`` (one ``Explanation`` of each element's rounding; also
+    ``b[i]``).
+    """
+
+    _COLS = ("#", "x", "x / scale", "code", "bits", "element", "dequantised", "error", "note")
+
+    def __init__(self, q, block=0, x=None, rounding="nearest_even"):
+        from .scaling import _blocks, _mx_emax
+
+        if q.granularity != "block":
+            raise ValueError(f"explain_block needs a block-scaled QuantizedTensor (MX or nvfp4), "
+                             f"not {q.fmt} per {q.granularity}")
+        bs, axis = q.block_size, q.axis
+        rows, (lead, n, nb) = _blocks(q.elements, axis, bs)
+        if isinstance(block, bool) or not isinstance(block, (int, np.integer)):
+            raise TypeError(f"block must be an integer, not {type(block).__name__}")
+        if not -rows.shape[0] <= block < rows.shape[0]:
+            raise IndexError(f"block {block} out of range: this tensor has {rows.shape[0]} blocks")
+        block = int(block) % rows.shape[0]
+        self.fmt, self.block, self.n_blocks, self.axis = q.fmt, block, rows.shape[0], axis
+        self.block_size = bs
+        j = block % nb
+        self.size = min(bs, n - j * bs)
+        self.positions = list(range(j * bs, j * bs + self.size))
+        f = self.element_format = q.element_format
+        self.mxint = q.fmt == "mxint8"
+        unit = 64 if self.mxint else 1  # MXINT8 elements are int8 codes / 64
+        per_block = lambda a: np.moveaxis(np.asarray(a), axis, -1).reshape(-1)[block]  # noqa: E731
+        self.scale = float(per_block(np.asarray(q.scale, np.float64)))
+        self.scale_code = int(per_block(q.scale_codes))
+        self.tensor_scale = q.tensor_scale
+        total = self.scale * (self.tensor_scale if self.tensor_scale is not None else 1.0)
+        self.nvfp4 = q.fmt == "nvfp4"
+        self.scale_format = get_format("fp8_e4m3" if self.nvfp4 else "e8m0")
+        self.emax = None if self.nvfp4 else _mx_emax(q.fmt, f)
+        self.elem_max = Fraction(f.max) / unit
+        self.elements = [float(v) for v in rows[block][:self.size]]
+        self.dequantized = [v * total for v in self.elements]  # exact: element × 2^k or × e4m3 × fp32
+        if math.isnan(total):
+            self.dequantized = [math.nan] * self.size
+        self.codes = [int(c) for c in np.asarray(values_to_codes(np.asarray(self.elements) * unit, f))]
+        # the originals, exactly
+        self.originals = [None] * self.size
+        specials = [None] * self.size
+        if x is not None:
+            arr = np.asarray(x)
+            if arr.shape != q.shape:
+                raise ValueError(f"x has shape {arr.shape}, the QuantizedTensor {q.shape}")
+            if arr.dtype.kind not in "fiub":
+                arr = np.asarray(x, dtype=object)
+            for i, xi in enumerate(_blocks(arr, axis, bs)[0][block][:self.size]):
+                self.originals[i], specials[i] = _as_exact(xi)
+        have = self.have_x = x is not None
+        self._specials = specials
+        self.quotients = [None if (X is None or not math.isfinite(total) or total == 0)
+                          else X / Fraction(total) for X in self.originals]
+        self.errors = [None if X is None or not math.isfinite(d) else float(Fraction(d) - X)
+                       for X, d in zip(self.originals, self.dequantized)]
+        self.saturated = [Q is not None and abs(Q) > self.elem_max for Q in self.quotients]
+        self.flushed = [Q is not None and Q != 0 and v == 0 for Q, v in zip(self.quotients, self.elements)]
+        self.explanations = [
+            Explanation(v * unit if Q is None else Q * unit, f, rounding, "saturate", stored=v * unit)
+            for Q, v in zip(self.quotients, self.elements)]
+        # the scale and how it was chosen
+        finite = [abs(X) for X in self.originals if X is not None]
+        self.amax = max(finite) if have and len(finite) == self.size else None
+        self.amax_exponent = _floor_log2(self.amax) if self.amax else None
+        self.shared_exponent = None
+        self.scale_explanation = Explanation(self.scale, self.scale_format, stored=self.scale)
+        if self.nvfp4:
+            self.rule = self._nvfp4_rule(x)
+        else:
+            self.shared_exponent = None if self.scale_code == 0xFF else self.scale_code - 127
+            self.rule = self._mx_rule(specials)
+
+    def _mx_rule(self, specials) -> str:
+        f, E = self.element_format, self.shared_exponent
+        elem = f"{f.name}" + (" (MXINT8: int8 / 64)" if self.mxint else "")
+        if E is None:
+            why = ("the block holds Inf or NaN" if any(s is not None for s in specials) else
+                   "the block holds Inf or NaN, or floor(log2 amax) - emax is past 127")
+            return f"NaN scale (code 0xff): {why}; every element of the block decodes to NaN."
+        if self.amax is None:
+            return (f"Shared exponent E = floor(log2 amax) - emax, emax = {self.emax} for {elem} "
+                    "(OCP MX floor rule); pass the original x to see amax.")
+        if self.amax == 0:
+            return "All-zero block: amax = 0, so the scale is the smallest, 2^-127 (code 0x00)."
+        k = self.amax_exponent
+        floor_e = k - self.emax
+        text = (f"amax = {_num(self.amax)} = {_binary_sci(self.amax)} (largest |x| of the block): "
+                f"floor(log2 amax) = {k}, the unbiased exponent field of amax; minus emax = "
+                f"{self.emax} of {elem} gives {floor_e}")
+        if floor_e < -127:
+            text += ", clamped to E8M0's smallest exponent -127"
+        clamped = max(floor_e, -127)
+        if clamped != E:
+            text += (f". This block's E = {E} differs: its scale was chosen by another rule "
+                     "(scale_rounding 'ceil', 'even' or 'rceil')")
+        else:
+            text += f" = E, stored as E + 127 = {E + 127}"
+        return text + "."
+
+    def _nvfp4_rule(self, x) -> str:
+        ts, bs = self.tensor_scale, self.scale
+        text = (f"Block scale = round_e4m3(amax / (6 × tensor scale)), saturating; the tensor scale "
+                f"{_num(ts)} (fp32) is amax(tensor) / (6 × 448) rounded to fp32 unless given")
+        if self.amax is not None:
+            text = (f"amax = {_num(self.amax)} (largest |x| of the block); amax / (6 × {_num(ts)}) = "
+                    f"{_sci(float(self.amax / (6 * Fraction(ts))), 7)}, rounded to E4M3: {_num(bs)}")
+            if x is not None:
+                tot = float(np.max(np.abs(np.asarray(x, np.float64)))) if np.size(x) else 0.0
+                if tot > 0 and float(cast(tot / 2688.0, "fp32")) == ts:
+                    text += (f". Tensor scale {_num(ts)} = amax(tensor) {_num(tot)} / (6 × 448) "
+                             "rounded to fp32")
+                else:
+                    text += f". Tensor scale {_num(ts)} (fp32, given)"
+        return text + f"; each element is x / ({_num(bs)} × {_num(ts)}) rounded to fp4_e2m1."
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, i) -> Explanation:
+        return self.explanations[i]
+
+    # -- renderings --------------------------------------------------------------------
+    def _title(self) -> str:
+        f = self.element_format
+        if self.nvfp4:
+            what = (f"{self.block_size} {f.name} elements share one E4M3 block scale; one fp32 "
+                    "tensor scale")
+        else:
+            what = f"{self.block_size} {f.name} elements share one E8M0 scale"
+        part = f", {self.size} used" if self.size != self.block_size else ""
+        return (f"{'NVFP4' if self.nvfp4 else 'MX'} block {self.block} of {self.n_blocks} along axis "
+                f"{self.axis} ({self.fmt}: {what}{part})")
+
+    def _scale_lines(self, colour=False):
+        """[(label, text)] describing the scale; ``colour`` paints the bits."""
+        e = self.scale_explanation
+        code = f"0x{self.scale_code:02x} = " + (_field_bits(e.fields(), colour) if e.code is not None
+                                                 else format(self.scale_code, "08b"))
+        if self.nvfp4:
+            out = [("block scale", f"{code}  (E4M3) = {_num(self.scale)}"),
+                   ("tensor scale", f"{_num(self.tensor_scale)} (fp32)"),
+                   ("scale", f"{_num(self.scale)} × {_num(self.tensor_scale)} = "
+                             f"{_num(self.scale * self.tensor_scale)}")]
+        elif self.shared_exponent is None:
+            out = [("scale", f"{code}  (E8M0 NaN)")]
+        else:
+            E = self.shared_exponent
+            out = [("scale", f"{code}  (E8M0: 2^({self.scale_code}-127) = 2^{E} = {_num(self.scale)})"),
+                   ("exponent", f"shared exponent E = {E}")]
+        out.append(("how chosen", self.rule))
+        unit = " (int8 code / 64)" if self.mxint else ""
+        out.append(("elements", f"dequantised = element{unit} × scale; element = x / scale rounded to "
+                                f"{self.element_format.name}, saturating at ±{_num(self.elem_max)}"))
+        return out
+
+    def _row(self, i, colour=False):
+        e, Q = self.explanations[i], self.quotients[i]
+        note = ("saturated (clipped to ±max)" if self.saturated[i] else
+                "flushed to zero" if self.flushed[i] else "")
+        return [str(self.positions[i]),
+                _num(self.originals[i]) if self.originals[i] is not None else
+                _num(self._specials[i]) if self._specials[i] is not None else "?",
+                "?" if Q is None else _num(float(Q)),
+                f"0x{self.codes[i]:0{(self.element_format.bits + 3) // 4}x}",
+                _field_bits(e.fields(), colour), _num(self.elements[i]),
+                _num(self.dequantized[i]),
+                "?" if self.errors[i] is None else _signed_sci(self.errors[i], 6), note]
+
+    def text(self, colour: bool | None = None) -> str:
+        """The block as text; ``colour=None`` colours when stdout is a terminal and
+        ``NO_COLOR`` is not set."""
+        if colour is None:
+            colour = _use_colour()
+        L = [self._title(), ""]
+        L += [f"{k:<13}{v}" for k, v in self._scale_lines(colour)]
+        L.append("")
+        plain = [list(self._COLS)] + [self._row(i) for i in range(self.size)]
+        painted = [list(self._COLS)] + [self._row(i, colour) for i in range(self.size)]
+        w = [max(len(r[j]) for r in plain) for j in range(len(self._COLS))]
+        for k, (pr, cr) in enumerate(zip(plain, painted)):
+            cells = [c + " " * (w[j] - len(p)) if j in (4, 8) else c.rjust(w[j])
+                     for j, (p, c) in enumerate(zip(pr, cr))]
+            L.append("  ".join(cells).rstrip())
+            if k == 0:
+                L.append("  ".join("-" * x for x in w))
+        if not self.have_x:
+            L.append("(x unknown: pass the original tensor, explain_block(q, block, x=x), "
+                     "for x / scale, errors and flags)")
+        return "\n".join(L)
+
+    def __str__(self):
+        return self.text()
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        e = self.scale_explanation
+        head = (f'<div><b>{esc(self._title())}</b></div><div style="margin:6px 0">'
+                f'{_bit_boxes(e.fields()) if e.code is not None else ""}</div>')
+        info_rows = "".join(f'<tr><th style="text-align:left;padding-right:1em">{esc(k)}</th>'
+                            f'<td style="text-align:left;font-family:monospace">{esc(v)}</td></tr>'
+                            for k, v in self._scale_lines())
+        th = "".join(f"<th>{esc(c)}</th>" for c in self._COLS)
+        body = []
+        for i in range(self.size):
+            r = self._row(i)
+            flag = ' style="background:#fde2c8"' if r[-1] else ""
+            cells = [f'<td style="font-family:monospace">{esc(c)}</td>' if j != 4 else
+                     f"<td>{_bit_boxes(self.explanations[i].fields(), describe=False)}</td>"
+                     for j, c in enumerate(r)]
+            body.append(f"<tr{flag}>{''.join(cells)}</tr>")
+        return (f'<div class="floatfmt-explain-block">{head}<table>{info_rows}</table>'
+                f'<table><tr>{th}</tr>{"".join(body)}</table></div>')
+
+
+def explain_block(q, block=0, x=None, rounding="nearest_even") -> BlockExplanation:
+    """Explain one block of a block-scaled ``QuantizedTensor`` (MX or NVFP4).
+
+    Shows the shared scale (the E8M0 code in hex and bits and the exponent it
+    encodes; for NVFP4 the E4M3 block scale and the fp32 tensor scale) and how it
+    was chosen (OCP MX: ``E = floor(log2 amax) - emax_elem``, floor(log2 amax)
+    being amax's unbiased exponent field, clamped to -127), then one row per
+    element: x, x / scale, the element code's bits by field, the element value,
+    the dequantised value and the error, flagging saturated elements
+    (|x / scale| > the element format's max, stored as ±max) and elements flushed
+    to zero.  ``block`` counts blocks in storage order (along ``q.axis``, then the
+    other axes); ``x`` is the original tensor (a QuantizedTensor does not keep
+    it: without it, x, x / scale, errors and flags are unknown); ``rounding`` is
+    the element rounding mode used, for the per-element explanations ``b[i]``.
+
+    >>> import floatfmt as ff
+    >>> x = [7.0, 0.2, -2.6] + [0.0] * 29
+    >>> b = explain_block(ff.quantize(x, "mxfp4_e2m1"), x=x)
+    >>> hex(b.scale_code), b.shared_exponent, b.elements[:3]
+    ('0x7f', 0, [6.0, 0.0, -3.0])
+    >>> b.saturated[:3], b.flushed[:3]
+    ([True, False, False], [False, True, False])
+    """
+    return BlockExplanation(q, block, x, rounding)
 
 
 # ----------------------------------------------------------------------------- compare

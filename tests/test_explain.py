@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.explain import Explanation, ExplanationTable, exact_decimal
+from floatfmt.explain import Explanation, ExplanationTable, exact_decimal, explain_block
 
 # name -> (sign?, ebits, mbits, bias, oracle dtype or None); written out here, not read from floatfmt.
 LAYOUT = {
@@ -383,3 +383,164 @@ def test_array_table_uses_one_draw_for_stochastic_rounding():
     t = ff.explain(x, "fp16", rounding="stochastic", rng=3)
     assert [t[i].value for i in range(8)] == t.stored.tolist()
     assert set(t.stored.tolist()) <= {1.0, 1 + 2 ** -10}
+
+
+# ----------------------------------------------------------------------------- MX / NVFP4 blocks
+# Expected numbers computed here from the OCP rules (reference/formats.md), with Fractions.
+_FIELD_BG = {"sign": "#f6b8c0", "exponent": "#b7d3f2", "mantissa": "#bfe5b4"}
+
+
+def _grid(ebits, mbits, bias, nan_codes=()):
+    """{code: Fraction value} of the non-negative codes of a small float format."""
+    out = {}
+    for c in range(1 << (ebits + mbits)):
+        if c in nan_codes:
+            continue
+        e, m = c >> mbits, c & ((1 << mbits) - 1)
+        out[c] = (Fraction(m, 1 << mbits) * Fraction(2) ** (1 - bias) if e == 0
+                  else (1 + Fraction(m, 1 << mbits)) * Fraction(2) ** (e - bias))
+    return out
+
+
+E2M1 = _grid(2, 1, 1)
+E4M3 = _grid(4, 3, 7, nan_codes=(0x7F,))
+
+
+def _rne(y: Fraction, grid, sbit):
+    """(code, value) of y rounded to nearest (ties to the even code), saturating."""
+    mag = abs(y)
+    best = min(grid, key=lambda c: (abs(grid[c] - mag), c & 1))
+    code = best | (sbit if y < 0 else 0)
+    return code, (-grid[best] if y < 0 else grid[best])
+
+
+def _floor_log2_frac(a: Fraction) -> int:
+    k = a.numerator.bit_length() - a.denominator.bit_length()
+    return k - 1 if Fraction(2) ** k > a else k
+
+
+def _element_rows(h):
+    """HTML element table rows: (monospace cell texts, [(colour, bit)]) per row."""
+    table = h.split("<table>")[-1]
+    out = []
+    for row in table.split("<tr")[2:]:
+        cells = re.findall(r'<td style="font-family:monospace">([^<]*)</td>', row)
+        boxes = re.findall(r'<span style="[^"]*background:(#[0-9a-f]{6})">([01])</span>', row)
+        out.append((cells, boxes, 'background:#fde2c8"' in row.split(">")[0] + '"'))
+    return out
+
+
+def _check_block(b, x, fmt_bits, grid, emax, sbit, layout):
+    """Compare text and HTML of a BlockExplanation of an MX block with expectations."""
+    X = [Fraction(v) for v in x]
+    amax = max(abs(v) for v in X)
+    k = _floor_log2_frac(amax)
+    E = k - emax
+    scale = Fraction(2) ** E
+    t, h = b.text(colour=False), b._repr_html_()
+    scode = E + 127
+    assert f"0x{scode:02x} = {scode:08b}" in t and f"0x{scode:02x} = {scode:08b}" in h
+    assert f"2^({scode}-127) = 2^{E}" in t
+    assert f"shared exponent E = {E}" in t
+    assert f"floor(log2 amax) = {k}" in t and f"minus emax = {emax}" in t
+    assert (b.scale_code, b.shared_exponent, b.amax) == (scode, E, amax)
+    # the scale's 8 bits as boxes, all exponent-coloured
+    head_boxes = re.findall(r'<span style="[^"]*background:(#[0-9a-f]{6})">([01])</span>',
+                            h.split("<table>")[0])
+    assert head_boxes == [(_FIELD_BG["exponent"], c) for c in f"{scode:08b}"]
+    lines = t.splitlines()
+    start = next(i for i, s in enumerate(lines) if s.lstrip().startswith("#")) + 2
+    html_rows = _element_rows(h)
+    assert len(html_rows) == len(x)
+    flags = {"sat": [], "ftz": []}
+    for i, v in enumerate(X):
+        y = v / scale
+        code, val = _rne(y, grid, sbit)
+        bits = format(code, f"0{fmt_bits}b")
+        s, e, m = bits[0], bits[1:1 + layout[0]], bits[1 + layout[0]:]
+        sat, ftz = abs(y) > max(grid.values()), y != 0 and val == 0
+        flags["sat"].append(sat)
+        flags["ftz"].append(ftz)
+        note = "saturated (clipped to ±max)" if sat else "flushed to zero" if ftz else ""
+        cols = re.split(r"\s{2,}", lines[start + i].strip())
+        width = (fmt_bits + 3) // 4
+        assert cols[0] == str(b.positions[i]) and float(cols[1]) == x[i]
+        assert float(cols[2]) == float(y)
+        assert cols[3] == f"0x{code:0{width}x}" and cols[4] == f"{s} {e} {m}"
+        assert float(cols[5]) == val and float(cols[6]) == val * scale
+        assert (cols[8] if len(cols) > 8 else "") == note
+        cells, boxes, flagged = html_rows[i]
+        assert cells[3] == cols[3] and float(cells[4]) == val and float(cells[5]) == val * scale  # bits td apart
+        assert boxes == ([(_FIELD_BG["sign"], s)] + [(_FIELD_BG["exponent"], c) for c in e]
+                         + [(_FIELD_BG["mantissa"], c) for c in m])
+        assert flagged == bool(note) and (note in cells[-1] if note else cells[-1] == "")
+        assert b.codes[i] == code and Fraction(b.elements[i]) == val
+        assert b.errors[i] == float(val * scale - v)
+    assert b.saturated == flags["sat"] and b.flushed == flags["ftz"]
+    return flags
+
+
+def test_explain_block_mxfp4():
+    # amax 1.75 -> floor(log2) 0, E = 0 - 2 = -2; 1.75/0.25 = 7 saturates to 6, 0.05 -> 0.2 flushes,
+    # 1.25 -> 5 is a tie (4 or 6: even code gives 4), -0.65 -> -2.6 -> -3
+    x = [1.75, 1.25, -0.65, 0.05, 0.375, -0.125, 0.3] + [0.0] * 25
+    q = ff.quantize(np.array(x), "mxfp4_e2m1")
+    flags = _check_block(ff.explain(np.array(x), "mxfp4_e2m1"), x, 4, E2M1, 2, 0b1000, (2, 1))
+    assert flags["sat"][0] and flags["ftz"][3] and sum(flags["sat"]) == 1 and sum(flags["ftz"]) == 1
+    b = explain_block(q, x=x)
+    assert b.elements[:3] == [6.0, 4.0, -3.0]
+    # without the originals: codes and scale still there, x unknown
+    t = str(ff.explain(q))
+    assert "0x7d = 01111101" in t and "x unknown" in t and "flushed" not in t
+
+
+def test_explain_block_mxfp8_second_block_and_axis():
+    # block 1 of each row runs along axis 0 here; amax 1000 -> floor(log2) 9, E = 9 - 8 = 1:
+    # 1000/2 = 500 saturates to 448, 0.0005/2 flushes (below half of 2^-9), 0.006/2 is subnormal
+    col = [1000.0, 3.3, 0.0005, -17.3, 0.006, -0.75] + [0.0] * 26
+    x = np.zeros((64, 2))
+    x[32:, 1] = col
+    x[:32, 0] = 1.0
+    q = ff.quantize(x, "mxfp8_e4m3", axis=0)
+    # storage order: blocks along axis 0 for column 0 (0, 1), then column 1 (2, 3)
+    b = explain_block(q, 3, x=x)
+    assert b.positions == list(range(32, 64))
+    flags = _check_block(b, col, 8, E4M3, 8, 0x80, (4, 3))
+    assert flags["sat"][0] and flags["ftz"][2] and not flags["ftz"][4]
+    assert b.elements[4] == 2.0 ** -9 * 2 and b.codes[4] == 0x02
+
+
+def test_explain_block_nvfp4_scales():
+    x = np.array([3.0, -0.1, 1.0, 0.5] + [0.0] * 12 + [100.0] + [1.0] * 15)
+    b = ff.explain(x, "nvfp4", block=0)
+    ts = Fraction(float(np.float32(100.0 / 2688)))  # fp32 tensor scale: amax / (6 * 448)
+    code, bscale = _rne(Fraction(3) / (6 * ts), E4M3, 0x80)
+    t = b.text(colour=False)
+    assert b.scale_code == code and Fraction(b.scale) == bscale and Fraction(b.tensor_scale) == ts
+    bits = format(code, "08b")
+    assert f"0x{code:02x} = {bits[0]} {bits[1:5]} {bits[5:]}" in t and "(E4M3)" in t
+    assert f"tensor scale {float(ts)!r} (fp32)" in t and "amax(tensor) 100 / (6 × 448)" in t
+    for i, v in enumerate(x[:16]):
+        c, val = _rne(Fraction(v) / (bscale * ts), E2M1, 0b1000)
+        assert b.codes[i] == c and Fraction(b.dequantized[i]) == val * bscale * ts
+
+
+def test_explain_block_colour_errors_and_nan_scale():
+    x = np.array([np.inf] + [1.0] * 31)
+    b = ff.explain(x, "mxfp4_e2m1")
+    t = b.text(colour=True)
+    assert "0xff = 11111111" in b.text(colour=False) and "NaN scale" in t and "\033[31m0\033[0m \033[34m00\033[0m" in t
+    assert all(math.isnan(d) for d in b.dequantized)
+    assert "nan" not in b.text(colour=False).split("\n")[0]
+    q = ff.quantize(np.ones(40), "mxfp4_e2m1")
+    assert explain_block(q, -1).positions == list(range(32, 40))
+    with pytest.raises(IndexError):
+        explain_block(q, 2)
+    with pytest.raises(TypeError):
+        explain_block(q, 1.0)
+    with pytest.raises(TypeError):
+        ff.explain(q, "fp8_e4m3")
+    with pytest.raises(ValueError):
+        explain_block(ff.quantize([1.0, 2.0], "int8"))
+    with pytest.raises(ValueError):
+        explain_block(q, 0, x=np.ones(39))
