@@ -69,9 +69,9 @@ class _Ctx:
     rounding: str
     overflow: object
 
-    def round(self, t, cls=None):
+    def round(self, t, cls=None, out=None):
         return round_values(t, self.fmt, self.mode, self.policy, ftz=self.ftz, rng=self.rng,
-                            sr_bits=self.sr_bits, sticky=cls)
+                            sr_bits=self.sr_bits, sticky=cls, out=out)
 
 
 def _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits=None) -> _Ctx:
@@ -212,7 +212,7 @@ def add(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     (0.0, -0.0)
     """
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    return _finish(*_run_add(ctx, a, b, False))
+    return _finish(*_run_fast(ctx, _add_impl, _fast_add, a, b))
 
 
 def _add_impl(ctx, a, b, negate=False):
@@ -224,21 +224,23 @@ def _sub_impl(ctx, a, b):
     return _add_impl(ctx, a, b, True)
 
 
-# ------------------------------------------------------------------ fast path of add / sub
+# ------------------------------------------------------------- fast path of add/sub/mul/fma
 # For float64 arrays (or FPArrays) of one shape whose values are already in fmt, each
-# cache-sized chunk costs a few bit-pattern reductions per operand, one float64 add and one
-# call of round_values: the operands need no cast, and the float64 sum is exact (no TwoSum,
-# no remainder class) whenever the exponents in the chunk span at most 51 - mbits binades.
-# A chunk that fails a test goes through the general path (_add_impl) instead.
+# cache-sized chunk costs a few bit-pattern reductions per operand, one or two float64
+# operations and one call of round_values: the operands need no cast, and the float64 result
+# is exact (no TwoSum / TwoProd, no remainder class) whenever the chunk's exponent bounds
+# prove it.  A chunk whose operands are in fmt but whose result may be inexact goes through
+# the exact value-level routine (_add_values, _mul_values, _fma_values); a chunk with an
+# operand not in fmt goes through the general path (cast first).
 
-def _fast_add_ok(fmt: Format) -> bool:
+def _fast_ok(fmt: Format) -> bool:
     """Formats the fast path handles: signed floats with zero and -0 whose values are
     normal float64 numbers."""
     return (fmt.kind == "float" and fmt.signed and fmt.zero and fmt.negative_zero
             and fmt.mbits < 52 and fmt.emin - fmt.mbits >= -1022 and fmt.emax < 1023)
 
 
-class _AddScratch:
+class _Scratch:
     """Chunk-sized buffers reused across the chunks of one call."""
 
     def __init__(self, size):
@@ -247,27 +249,29 @@ class _AddScratch:
         self.b = np.empty(size, np.bool_)
 
 
-def _chunk_range(v, fmt: Format, sc: _AddScratch, check: bool):
-    """Exponent range of the chunk v: ``(hi, lo)``, the float64 biased exponents of the
-    largest magnitude and of the smallest nonzero magnitude (``lo = None`` when v is all
-    zeros).  With ``check``, None when some element is not a finite value of fmt (so the
-    chunk must be cast); without it v is known to be in fmt."""
+_ZEROS = (-4096, 4096)  # bounds of an all-zero chunk: |v| < 2**-4096, a multiple of 2**4096
+
+
+def _chunk_range(v, fmt: Format, sc: _Scratch, check: bool):
+    """Bounds ``(e, g)`` of the chunk v: every element has ``|x| < 2**e`` and is an integer
+    multiple of ``2**g`` (``_ZEROS`` when v is all zeros).  None when some element is Inf,
+    NaN or past max, and, with ``check``, when some element is not a value of fmt at all
+    (too many significand bits, off the subnormal grid): such a chunk must be cast."""
     k = v.size
     w = sc.w[:k]
     np.left_shift(v.view(np.uint64), np.uint64(1), out=w)  # magnitude bits, shifted: no sign
     top = int(w.max())
-    if check:
-        if top > int(np.float64(fmt.max).view(np.uint64)) << 1:
-            return None  # past max, Inf or NaN
-        if int(np.bitwise_or.reduce(w)) & (((1 << (52 - fmt.mbits)) - 1) << 1):
-            return None  # more significand bits than fmt has
+    if top > int(np.float64(fmt.max).view(np.uint64)) << 1:
+        return None  # past max, Inf or NaN
+    if check and int(np.bitwise_or.reduce(w)) & (((1 << (52 - fmt.mbits)) - 1) << 1):
+        return None  # more significand bits than fmt has
     bot, off = int(w.min()), 0
     if bot == 0:  # zeros: make them wrap round to the top, so the minimum is a nonzero one
         off = 2
         np.subtract(w, np.uint64(off), out=w)
         bot = int(w.min())
         if bot == (1 << 64) - 2:
-            return top >> 53, None
+            return _ZEROS
         bot += off
     lo = bot >> 53
     if check and lo < fmt.emin + 1023:
@@ -277,57 +281,94 @@ def _chunk_range(v, fmt: Format, sc: _AddScratch, check: bool):
         t = v[tiny] * 2.0 ** (fmt.mbits - fmt.emin)  # exact
         if not (t == np.trunc(t)).all():
             return None
-    return top >> 53, lo
+    return (top >> 53) - 1022, max(lo - 1023, fmt.emin) - fmt.mbits
 
 
-def _sum_is_exact(rx, ry, fmt: Format) -> bool:
-    """Whether x + y is exact in float64 for every pair of the chunks with ranges rx, ry:
-    every value is a multiple of 2**(max(lo, emin) - mbits) and |x + y| < 2**(hi + 2), so the
-    sum needs at most hi + 2 - max(lo, emin) + mbits <= 53 bits."""
-    los = [r[1] for r in (rx, ry) if r[1] is not None]
-    if not los:
-        return True
-    lo = max(min(los) - 1023, fmt.emin)
-    hi = max(rx[0], ry[0]) - 1023
-    return hi + 2 - lo + fmt.mbits <= 53
+def _fits(e, g) -> bool:
+    """Whether every multiple of 2**g below 2**e in magnitude is a float64 number."""
+    return e - g <= 53 and e <= 1024 and g >= -1074
 
 
-def _run_add(ctx: _Ctx, a, b, negate):
-    """add / sub: the fast path where it applies (see above), else ``_run``."""
-    impl = _sub_impl if negate else _add_impl
+def _sum_bounds(bx, by):
+    return max(bx[0], by[0]) + 1, min(bx[1], by[1])
+
+
+def _product_exact(bx, by, fmt: Format) -> bool:
+    """Whether x * y is exact in float64 for all x, y in fmt with bounds bx, by: each product
+    has at most 2 * (mbits + 1) significant bits, lies below 2**(ex + ey) and is a multiple
+    of 2**(gx + gy)."""
+    return (2 * (fmt.mbits + 1) <= 53 and bx[0] + by[0] <= 1024
+            and bx[1] + by[1] >= -1074)
+
+
+def _fast_add(ctx, sc, o, x, y, bx, by, negate=False):
+    if not _fits(*_sum_bounds(bx, by)):
+        o[...] = _add_values(x, -y if negate else y, ctx, "sub" if negate else "add")
+        return
+    t = (np.subtract if negate else np.add)(x, y, out=sc.f[:x.size])  # exact
+    if ctx.mode == "down":  # numpy gives IEEE zero signs in the other modes
+        t = _zero_signs(t, None, x, -y if negate else y, ctx.mode)
+    ctx.round(t, out=o)
+
+
+def _fast_sub(ctx, sc, o, x, y, bx, by):
+    _fast_add(ctx, sc, o, x, y, bx, by, True)
+
+
+def _fast_mul(ctx, sc, o, x, y, bx, by):
+    if not _product_exact(bx, by, ctx.fmt):
+        o[...] = _mul_values(x, y, ctx)
+        return
+    ctx.round(np.multiply(x, y, out=sc.f[:x.size]), out=o)  # exact, IEEE zero signs
+
+
+def _fast_fma(ctx, sc, o, x, y, z, bx, by, bz):
+    if not (_product_exact(bx, by, ctx.fmt)
+            and _fits(*_sum_bounds((bx[0] + by[0], bx[1] + by[1]), bz))):
+        o[...] = _fma_values(x, y, z, ctx)
+        return
+    t = np.multiply(x, y, out=sc.f[:x.size])
+    np.add(t, z, out=t)  # both steps exact
+    if ctx.mode == "down":
+        t = _zero_signs(t, None, x * y, z, ctx.mode)
+    ctx.round(t, out=o)
+
+
+def _run_fast(ctx: _Ctx, impl, fast, *args):
+    """``impl`` (add/sub/mul/fma) over the operands, with ``fast`` (one of the ``_fast_*``)
+    on each chunk whose operands are in the format, where it applies; else ``_run``."""
     fmt = ctx.fmt
-    if ctx.ftz or ctx.daz or not _fast_add_ok(fmt):
-        return _run(impl, ctx, a, b)
-    ops, known = [], []
-    for x in (a, b):
+    if ctx.ftz or ctx.daz or not _fast_ok(fmt):
+        return _run(impl, ctx, *args)
+    ops, check = [], []
+    for x in args:
         if isinstance(x, FPArray) and x.fmt == fmt:
             ops.append(x._v)
-            known.append(True)
+            check.append(False)
         elif isinstance(x, np.ndarray) and x.dtype == np.float64:
             ops.append(x)
-            known.append(False)
+            check.append(True)
         else:
-            return _run(impl, ctx, a, b)
-    x, y = ops
-    if x.ndim == 0 or x.shape != y.shape or x.size == 0:
-        return _run(impl, ctx, a, b)
-    shape, size = x.shape, x.size
-    xf, yf = np.ascontiguousarray(x).reshape(-1), np.ascontiguousarray(y).reshape(-1)
+            return _run(impl, ctx, *args)
+    shape, size = ops[0].shape, ops[0].size
+    if ops[0].ndim == 0 or size == 0 or any(x.shape != shape for x in ops):
+        return _run(impl, ctx, *args)
+    flat = [np.ascontiguousarray(x).reshape(-1) for x in ops]
     out = np.empty(size)
-    sc = _AddScratch(min(size, _OP_CHUNK))
+    sc = _Scratch(min(size, _OP_CHUNK))
     for i in range(0, size, _OP_CHUNK):
         j = min(i + _OP_CHUNK, size)
-        xc, yc, o = xf[i:j], yf[i:j], out[i:j]
-        rx = _chunk_range(xc, fmt, sc, not known[0])
-        ry = None if rx is None else _chunk_range(yc, fmt, sc, not known[1])
-        if ry is None or not _sum_is_exact(rx, ry, fmt):
-            o[...] = impl(ctx, xc, yc)[0]
-            continue
-        t = sc.f[:j - i]
-        (np.subtract if negate else np.add)(xc, yc, out=t)  # exact
-        if ctx.mode == "down":  # numpy gives IEEE zero signs in the other modes
-            t = _zero_signs(t, None, xc, -yc if negate else yc, ctx.mode)
-        round_values(t, fmt, ctx.mode, ctx.policy, rng=ctx.rng, sr_bits=ctx.sr_bits, out=o)
+        part = [x[i:j] for x in flat]
+        bounds = []
+        for v, c in zip(part, check):
+            r = _chunk_range(v, fmt, sc, c)
+            if r is None:
+                break
+            bounds.append(r)
+        if len(bounds) < len(part):
+            out[i:j] = impl(ctx, *part)[0]
+        else:
+            fast(ctx, sc, out[i:j], *part, *bounds)
     return out.reshape(shape), False
 
 
@@ -348,7 +389,7 @@ def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     (1.0, 0.99951171875)
     """
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    return _finish(*_run_add(ctx, a, b, True))
+    return _finish(*_run_fast(ctx, _sub_impl, _fast_sub, a, b))
 
 
 def mul(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
@@ -359,14 +400,18 @@ def mul(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     (0.010009765625, inf)
     """
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    return _finish(*_run(_mul_impl, ctx, a, b))
+    return _finish(*_run_fast(ctx, _mul_impl, _fast_mul, a, b))
 
 
 def _mul_impl(ctx, a, b):
     (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
+    return _mul_values(x, y, ctx), sx and sy
+
+
+def _mul_values(x, y, ctx):
     t, cls = eft.exact_product(x, y, eft.product_is_exact(ctx.fmt))
     _check_invalid(t, ctx, "mul")
-    return ctx.round(t, cls), sx and sy
+    return ctx.round(t, cls)
 
 
 def div(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
@@ -420,11 +465,15 @@ def fma(a, b, c, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=Fal
     (-9.5367431640625e-07, 0.0)
     """
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    return _finish(*_run(_fma_impl, ctx, a, b, c))
+    return _finish(*_run_fast(ctx, _fma_impl, _fast_fma, a, b, c))
 
 
 def _fma_impl(ctx, a, b, c):
     (x, sx), (y, sy), (z, sz) = _operand(a, ctx), _operand(b, ctx), _operand(c, ctx)
+    return _fma_values(x, y, z, ctx), sx and sy and sz
+
+
+def _fma_values(x, y, z, ctx):
     x, y, z = np.broadcast_arrays(x, y, z)
     narrow = eft.product_is_exact(ctx.fmt)
     t, cls = eft.exact_fma(x, y, z, narrow)
@@ -433,7 +482,7 @@ def _fma_impl(ctx, a, b, c):
         # stand-in for the exact product: a signed zero where it is zero, else 1
         p = np.where((x == 0) | (y == 0), np.where(np.signbit(x) ^ np.signbit(y), -0.0, 0.0), 1.0)
         t = _zero_signs(t, cls, p, z, ctx.mode)
-    return ctx.round(t, cls), sx and sy and sz
+    return ctx.round(t, cls)
 
 
 def _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, fn, name):

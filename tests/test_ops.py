@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
+from floatfmt.formats import Format
 from floatfmt.ops import promote_formats
 
 
@@ -356,41 +357,119 @@ def test_in_format_test_agrees_with_cast():
         assert _in_format(np.where(np.isnan(c), 0.0, c), f)
 
 
-@pytest.mark.parametrize("fmt", ["bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "tf32", "fp32",
-                                 "fp8_e4m3fnuz"])
-def test_add_fast_path_equals_general_path(fmt):
+_FAST_FORMATS = ["bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "tf32", "fp32", "fp8_e4m3fnuz"]
+_FAST_MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
+
+
+def _fast_path_operands(f, seed):
+    """Operand arrays in (and a few out of) format f, over several chunks, one partial."""
+    from floatfmt import ops
+    rng = np.random.default_rng(seed)
+    n = 2 * ops._OP_CHUNK + 77
+
+    def draw(lo, hi):
+        return ff.cast(np.ldexp(rng.uniform(-2, 2, n), rng.integers(lo, hi, n)), f,
+                       overflow="saturate")
+    narrow = [draw(-4, 4) for _ in range(3)]
+    wide = [draw(f.emin - f.mbits, f.emax) for _ in range(3)]  # sums need TwoSum, products
+    tiny = [ff.cast(rng.uniform(-4, 4, n) * f.smallest_normal, f) for _ in range(3)]  # underflow
+    big = [draw(f.emax // 2, f.emax) for _ in range(3)]  # products overflow the format
+    narrow[0][::13], narrow[1][::17], tiny[0][::5], big[2][::3] = 0.0, -0.0, -0.0, -0.0
+    off = narrow[0].copy()
+    off[n // 2] = f.smallest_subnormal * 1.5  # off the subnormal grid: this chunk needs the cast
+    off[n - 3] = 1.0 + 2.0 ** -(f.mbits + 1)  # one significand bit too many
+    special = narrow[1].copy()
+    special[[7, n - 2 * ops._OP_CHUNK // 3]] = [np.inf, np.nan] if f.inf else [np.nan, np.nan]
+    # c = -(a*b rounded): exact zeros and tiny residuals in fma
+    cancel = -ff.mul(narrow[0], narrow[1], f, overflow="saturate")
+    # (2 - ulp) + 2**-22 * (1 + 2**-7 + 2**-mbits): a carry and a low bit at 2**(-22 - mbits),
+    # 54 bits in e8m30, where float64 would make the sum a tie of the format
+    y = ff.cast(np.full(n, 2.0 ** -22 * (1 + 2.0 ** -7 + 2.0 ** -f.mbits)), f)
+    carry = [np.full(n, 2.0 - 2.0 ** -f.mbits), y, np.full(n, 1.0)]
+    return [narrow, wide, tiny, big, [off, narrow[1], narrow[2]], [narrow[0], special, narrow[2]],
+            [narrow[0], narrow[1], special], [narrow[0], narrow[0], narrow[0]],
+            [narrow[0], narrow[1], cancel], [tiny[0], big[1], narrow[2]],
+            [wide[0], narrow[1], tiny[2]], carry]
+
+
+def _check_fast_path(fmt, names, seed):
+    """Each op in ``names`` on float64 arrays (and on FPArrays) equals, bit for bit, the
+    general path (cast, exact result with remainder class, round) applied per chunk."""
+    from floatfmt import ops
+    f = ff.get_format(fmt)
+    impls = {"add": ops._add_impl, "sub": ops._sub_impl, "mul": ops._mul_impl,
+             "fma": ops._fma_impl}
+    sets = _fast_path_operands(f, seed)
+    for k, args in enumerate(sets):
+        for mode in _FAST_MODES:
+            ctx = ops._ctx(f, mode, "saturate" if not f.inf else None, False, False, None)
+            for name in names:
+                a = args[:3 if name == "fma" else 2]
+                want = np.concatenate([
+                    impls[name](ctx, *[x[i:i + ops._OP_CHUNK] for x in a])[0]
+                    for i in range(0, a[0].size, ops._OP_CHUNK)])
+                got = getattr(ff, name)(*a, f, rounding=mode, overflow=ctx.overflow)
+                assert np.array_equal(got, want, equal_nan=True), (fmt, k, mode, name)
+                assert np.array_equal(np.signbit(got), np.signbit(want)), (fmt, k, mode, name)
+                if k in (0, 1, 8):  # FPArray operands: known to be in the format
+                    fa = [ff.array(x, f) for x in a]
+                    got = getattr(ff, name)(*fa, f, rounding=mode, overflow=ctx.overflow)
+                    assert np.array_equal(got, want, equal_nan=True), (fmt, k, mode, name)
+                    assert np.array_equal(np.signbit(got), np.signbit(want)), (fmt, k, mode)
+    return sets
+
+
+@pytest.mark.parametrize("fmt", _FAST_FORMATS + ["e8m30"])
+def test_add_fast_path_equals_general_path(fmt, monkeypatch):
     """ff.add / ff.sub on float64 arrays take a fast path (no TwoSum when the chunk's exponent
     span makes every float64 sum exact, bit-pattern range checks instead of a cast); it must
     give exactly what the general path (cast, TwoSum + remainder class) gives, per chunk."""
     from floatfmt import ops
-    rng = np.random.default_rng(11)
+    if fmt == "e8m30":  # sums can need 54 bits with a carry
+        fmt = Format(fmt, ebits=8, mbits=30)
+        monkeypatch.setattr(ops, "_OP_CHUNK", 2048)
     f = ff.get_format(fmt)
-    n = 2 * ops._OP_CHUNK + 77  # several chunks, one partial
-    narrow = [ff.cast(np.ldexp(rng.uniform(-2, 2, n), rng.integers(-4, 4, n)), f,
-                      overflow="saturate") for _ in range(2)]
-    wide = [ff.cast(np.ldexp(rng.uniform(-2, 2, n), rng.integers(f.emin - f.mbits, f.emax, n)), f,
-                    overflow="saturate") for _ in range(2)]  # gaps past 51 - mbits: TwoSum
-    tiny = [ff.cast(rng.uniform(-4, 4, n) * f.smallest_normal, f) for _ in range(2)]
-    narrow[0][::13], narrow[1][::17], tiny[0][::5] = 0.0, -0.0, -0.0
-    off = narrow[0].copy()
-    off[5000] = f.smallest_subnormal * 1.5  # off the subnormal grid: this chunk needs the cast
-    off[n - 3] = 1.0 + 2.0 ** -(f.mbits + 1)  # one significand bit too many
-    special = narrow[1].copy()
-    special[[7, 60000]] = [np.inf, np.nan] if f.inf else [np.nan, np.nan]
-    pairs = [narrow, wide, tiny, [off, narrow[1]], [narrow[0], special], [narrow[0], narrow[0]]]
-    modes = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
-    for a, b in pairs:
-        for mode in modes:
-            ctx = ops._ctx(fmt, mode, "saturate" if not f.inf else None, False, False, None)
-            for negate, fn in ((False, ff.add), (True, ff.sub)):
-                impl = ops._sub_impl if negate else ops._add_impl
-                want = np.concatenate([impl(ctx, a[i:i + ops._OP_CHUNK], b[i:i + ops._OP_CHUNK])[0]
-                                       for i in range(0, n, ops._OP_CHUNK)])
-                got = fn(a, b, fmt, rounding=mode, overflow=ctx.overflow)
-                assert np.array_equal(got, want, equal_nan=True), (fmt, mode, negate)
-                assert np.array_equal(np.signbit(got), np.signbit(want)), (fmt, mode, negate)
+    sets = _check_fast_path(fmt, ("add", "sub"), 11)
     # the range test rejects exactly the chunks that are not in the format
-    sc = ops._AddScratch(4096)
+    sc = ops._Scratch(4096)
+    narrow, wide, tiny, _, (off, _, _), (_, special, _) = sets[:6]
     for v in (narrow[0][:4096], wide[0][:4096], tiny[0][:4096], off[4096:8192], special[:4096]):
-        if ops._fast_add_ok(f):
+        if ops._fast_ok(f):
             assert (ops._chunk_range(v, f, sc, True) is not None) == ops._in_format(v, f)
+
+
+@pytest.mark.parametrize("fmt", _FAST_FORMATS + [
+    "e10m7_bias300",  # products can overflow/underflow float64: not exact from the bounds
+    "e8m30",          # 2 * 31 significant bits: products never exact in float64
+])
+def test_mul_fma_fast_path_equals_general_path(fmt, monkeypatch):
+    """ff.mul / ff.fma take the same fast path: the float64 product of two values of fmt
+    is exact when 2 * (mbits + 1) <= 53 and the chunk's exponent bounds keep it inside the
+    float64 range; fma then needs the exponent-span test of add.  Bit-identical to the
+    general path over formats, modes, zeros, subnormals, Inf/NaN, off-grid operands and
+    products that underflow or overflow the format."""
+    from floatfmt import ops
+    if fmt in ("e10m7_bias300", "e8m30"):
+        fmt = (Format(fmt, ebits=10, mbits=7, bias=300) if fmt == "e10m7_bias300"
+               else Format(fmt, ebits=8, mbits=30))
+        monkeypatch.setattr(ops, "_OP_CHUNK", 2048)  # small chunks: their slow paths are slow
+    _check_fast_path(fmt, ("mul", "fma"), 12)
+
+
+def test_fast_path_bounds():
+    """The chunk bounds and the exactness rules the fast path relies on."""
+    from floatfmt import ops
+    f = ff.get_format("bf16")
+    sc = ops._Scratch(8)
+    e, g = ops._chunk_range(np.array([0.0, -3.0, 0.25, -0.0]), f, sc, True)
+    assert (e, g) == (2, -2 - f.mbits)  # |v| < 4, multiples of 2**-9
+    assert ops._chunk_range(np.array([0.0, -0.0]), f, sc, True) == ops._ZEROS
+    assert ops._chunk_range(np.array([1.0, np.inf]), f, sc, False) is None  # even if known
+    assert ops._chunk_range(np.array([1.0 + 2**-9]), f, sc, True) is None
+    assert ops._chunk_range(np.array([1.0 + 2**-9]), f, sc, False) is not None  # trusted
+    assert ops._fits(53, 0) and not ops._fits(54, 0) and not ops._fits(1025, 990)
+    assert not ops._fits(-1000, -1075)
+    b = (1, -f.mbits)  # the values 1.0 .. 2 - ulp
+    assert ops._product_exact(b, b, f) and ops._product_exact(b, ops._ZEROS, f)
+    assert not ops._product_exact(b, b, Format("e8m30", ebits=8, mbits=30))
+    assert not ops._product_exact((600, 500), (600, 500), f)  # past the float64 range
