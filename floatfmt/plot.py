@@ -24,7 +24,6 @@ from .cast import cast
 from .codec import ulp, values
 from .course import gradient_sample
 from .formats import get_format
-from .info import info
 
 __all__ = ["plot_bit_layouts", "plot_range_precision", "plot_number_line", "plot_rounding_error",
            "plot_spacing", "plot_gradient_underflow", "plot_fp16_grid", "write_figures",

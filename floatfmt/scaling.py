@@ -910,14 +910,7 @@ def fake_quant(x, fmt="int8", **options) -> np.ndarray:
     [0.10236220434308052, 0.25984251871705055, -0.9999999962747097]
     """
     kind, _ = _resolve_kind(fmt)
-    if kind == "mx":
-        opts = dict(_QUANTIZE_DEFAULTS)
-        unknown = set(options) - set(opts)
-        if unknown:
-            raise TypeError(f"fake_quant() got unexpected keyword argument(s) {sorted(unknown)}")
-        opts.update(options)
-        return _quantize(x, fmt, True, **opts)
-    if kind == "int":  # fused and chunked: quantize(x, fmt, **options).dequantize()
+    if kind in ("mx", "int"):  # fused and chunked: quantize(x, fmt, **options).dequantize()
         opts = dict(_QUANTIZE_DEFAULTS)
         unknown = set(options) - set(opts)
         if unknown:

@@ -106,7 +106,7 @@ def test_gradient_underflow_fractions_printed():
     assert "bf16: 0.00% → 0" in t and "2^16" in t
     with np.errstate(over="ignore"):
         over = float(np.mean(np.isinf(np.float16(g * 2.0 ** 16))))
-    assert f"fp16: 0.00% → 0" in t and f"{100 * over:.3f}% overflow" in t
+    assert "fp16: 0.00% → 0" in t and f"{100 * over:.3f}% overflow" in t
 
 
 def test_fp16_grid_picture():

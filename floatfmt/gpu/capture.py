@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import datetime as _dt
-import json
 import multiprocessing as mp
 import os
 import platform
