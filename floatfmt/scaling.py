@@ -333,7 +333,10 @@ def _resolve_kind(fmt):
         try:
             f = get_format(fmt)
         except ValueError as err:
-            raise ValueError(f"{err} Block formats: {', '.join(MX_FORMATS)}, nvfp4.") from None
+            import difflib
+            close = difflib.get_close_matches(key, [*MX_FORMATS, *_MX_ALIASES, "nvfp4"], n=3, cutoff=0.6)
+            hint = f" Close block formats: {', '.join(map(repr, close))}." if close else ""
+            raise ValueError(f"{err} Block formats: {', '.join(MX_FORMATS)}, nvfp4.{hint}") from None
     else:
         f = get_format(fmt)
     return ("int" if f.kind == "int" else "float"), f

@@ -397,3 +397,10 @@ def test_given_scales_and_zero_points():
     assert ff.quantize([-1.0, 1.0], "uint8", scale=0.01).codes.tolist() == [28, 228]
     assert ff.quantize([-2.0, 2.0], "int8", scale=0.01).codes.tolist() == [-127, 127]
     assert ff.quantize([-2.0, 2.0], "int8", scale=0.01, zero_point=0).codes.tolist() == [-128, 127]
+
+
+def test_unknown_block_format_names_the_close_block_formats():
+    with pytest.raises(ValueError) as info:
+        ff.quantize([1.0, 2.0], "mxfp5")
+    msg = str(info.value)
+    assert "Close block formats" in msg and "'mxfp4'" in msg and "nvfp4" in msg
