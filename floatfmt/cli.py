@@ -13,6 +13,7 @@ from fractions import Fraction
 
 from . import codec, exact
 from .cast import cast
+from .explain import exact_decimal
 from .formats import formats, get_format
 from .info import info
 from .rounding import MODES
@@ -26,22 +27,6 @@ def _fields(code: int, fmt) -> str:
     e = b[int(fmt.signed): int(fmt.signed) + fmt.ebits]
     m = b[int(fmt.signed) + fmt.ebits:]
     return " ".join(p for p in (s, e, m) if p)
-
-
-def exact_decimal(v: float) -> str:
-    """All decimal digits of a finite float64 (finite: a dyadic rational)."""
-    if v != v or v in (float("inf"), float("-inf")):
-        return str(v)
-    fr = Fraction(v)
-    sign = "-" if fr < 0 or (v == 0 and str(v).startswith("-")) else ""
-    fr = abs(fr)
-    whole, rest = divmod(fr.numerator, fr.denominator)
-    digits = []
-    while rest:
-        rest *= 10
-        d, rest = divmod(rest, fr.denominator)
-        digits.append(str(d))
-    return f"{sign}{whole}" + ("." + "".join(digits) if digits else "")
 
 
 def show(value: str, fmt_name: str, rounding: str = "nearest_even", overflow=None) -> str:
