@@ -477,10 +477,10 @@ def _ex_int8_codes(answer, n=8, seed=7):
     if got == right:
         return (f"scale = fp32(amax / 127) = {q.scale:.9g}; the outliers set amax = "
                 f"{float(np.max(np.abs(x))):.4g}, so most activations use only a few codes.")
-    y = x[:n] / q.scale
-    if got == [int(v) for v in np.trunc(y)]:
+    # The two usual mistakes, rounded by the one routine (every value here is within int8).
+    if got == [int(v) for v in cast(x[:n] / q.scale, "int8", rounding="toward_zero")]:
         raise _Wrong("Those are truncated: quantisation rounds to the nearest integer.")
-    if got == [int(v) for v in np.rint(x[:n] / float(np.max(np.abs(x[:n]))) * 127)]:
+    if got == [int(v) for v in cast(x[:n] / float(np.max(np.abs(x[:n]))) * 127, "int8")]:
         raise _Wrong("The scale comes from the whole tensor's amax, not from these 8 values.")
     raise _Wrong("code = round(x / scale) with scale = amax / 127 (stored as fp32), clamped to "
                  "-127..127.")
