@@ -28,7 +28,8 @@ import numpy as np
 
 from .cast import cast
 from .codec import decode, encode, values
-from .exact import _parse_string
+from .exact import _parse_string, floor_log2, to_fraction
+from .explain import _pow2 as _pow2_or_none
 from .formats import get_format
 
 __all__ = ["check", "exercises", "CheckResult", "gradient_sample", "activation_sample",
@@ -104,13 +105,13 @@ def _to_fraction(a, what="answer") -> Fraction:
             a = _parse_string(a)
         except TypeError:
             raise _Wrong(f"Could not read the {what} {a!r} as a number.") from None
-    if isinstance(a, np.generic):
-        a = a.item() if a.dtype.kind in "iuf" and a.dtype.itemsize <= 8 else float(a)
-    if isinstance(a, float) and not math.isfinite(a):
-        raise _Wrong(f"The {what} {a!r} is not finite.")
+    if isinstance(a, np.generic) and a.dtype.kind not in "iuf":
+        a = float(a)
+    if isinstance(a, (float, np.floating)) and not np.isfinite(a):
+        raise _Wrong(f"The {what} {float(a)!r} is not finite.")
     if isinstance(a, Real) or hasattr(a, "as_integer_ratio"):
         try:
-            return Fraction(a)
+            return to_fraction(a)  # exact, long double included
         except (TypeError, ValueError):
             pass
     raise _Wrong(f"The {what} should be a number, got {type(a).__name__}.")
@@ -152,11 +153,9 @@ def _value_or_code(a, fmt, expected: Fraction):
 
 
 def _pow2(v) -> str:
+    """``2^k`` for a positive power of two, else the float's repr."""
     v = Fraction(v)
-    if v > 0 and v.numerator & (v.numerator - 1) == 0 and v.denominator & (v.denominator - 1) == 0:
-        k = v.numerator.bit_length() - v.denominator.bit_length()
-        return f"2^{k}"
-    return repr(float(v))
+    return (v > 0 and _pow2_or_none(v)) or repr(float(v))
 
 
 # ----------------------------------------------------------------------------- exercises
@@ -381,11 +380,7 @@ def _ex_fp8_scale(answer, fmt="fp8_e4m3", seed=7):
     f = get_format(fmt)
     x = activation_sample(seed=seed)
     amax = float(np.max(np.abs(x)))
-    k = math.floor(math.log2(f.max / amax))
-    while amax * 2.0 ** (k + 1) <= f.max:
-        k += 1
-    while amax * 2.0 ** k > f.max:
-        k -= 1
+    k = floor_log2(Fraction(f.max) / Fraction(amax))  # the largest k with amax * 2**k <= max
     right = Fraction(2) ** k
     got = _to_fraction(answer, "scale")
     if got == right:

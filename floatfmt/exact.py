@@ -38,15 +38,26 @@ class Exact:
     float_dtype: np.dtype | None  # the input's float dtype, if it had one
 
 
+def floor_log2(a: Fraction | int) -> int:
+    """``floor(log2(a))`` of a positive rational, exactly (no float ``log2``).
+
+    >>> floor_log2(Fraction(1, 3)), floor_log2(Fraction(1, 4)), floor_log2(1000)
+    (-2, -2, 9)
+    """
+    n, d = a.numerator, a.denominator
+    e = n.bit_length() - d.bit_length()
+    if (n << max(-e, 0)) < (d << max(e, 0)):
+        e -= 1  # now 2**e <= a < 2**(e+1)
+    return e
+
+
 def _fraction_rz(fr: Fraction) -> tuple[float, int]:
     """Truncate a rational toward zero to float64; return (value, remainder class)."""
     if fr == 0:
         return 0.0, 0
     neg = fr < 0
     a, b = abs(fr.numerator), fr.denominator
-    e = a.bit_length() - b.bit_length()
-    if (a << max(-e, 0)) < (b << max(e, 0)):
-        e -= 1  # now 2**e <= a/b < 2**(e+1)
+    e = floor_log2(abs(fr))
     if e >= 1024:
         return (-math.inf if neg else math.inf), 3
     k = max(e, -1022) - 52
@@ -56,6 +67,19 @@ def _fraction_rz(fr: Fraction) -> tuple[float, int]:
     twice = 2 * rem
     cls = 0 if rem == 0 else 1 if twice < den else 2 if twice == den else 3
     return (-hi if neg else hi), cls
+
+
+def to_fraction(obj) -> Fraction:
+    """The exact rational value of a Python or numpy number, or of a numeric string
+    (decimal or hex float; see ``to_exact``).  Non-finite values raise ValueError
+    or OverflowError, as ``Fraction`` does."""
+    if isinstance(obj, str):
+        obj = _parse_string(obj)
+    if isinstance(obj, np.floating):
+        return Fraction(*obj.as_integer_ratio())  # exact for long double too
+    if isinstance(obj, np.integer):
+        return Fraction(int(obj))
+    return Fraction(obj)
 
 
 def _parse_string(s: str):

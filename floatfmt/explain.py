@@ -35,7 +35,7 @@ import numpy as np
 
 from .cast import cast
 from .codec import values_to_codes
-from .exact import _parse_string, to_exact
+from .exact import _parse_string, floor_log2, to_exact
 from .formats import Format, get_format
 from .info import info
 from .rounding import resolve_mode, resolve_overflow
@@ -101,11 +101,12 @@ def _num(v) -> str:
 
 
 def _pow2(v) -> str | None:
-    """``2^k`` when |v| is a power of two, else None."""
-    if not v or not math.isfinite(v):
+    """``2^k`` when |v| (a float, int or Fraction) is a power of two, else None."""
+    if not v or isinstance(v, float) and not math.isfinite(v):
         return None
-    m, e = math.frexp(abs(v))
-    return f"2^{e - 1}" if m == 0.5 else None
+    a = abs(v if isinstance(v, (int, Fraction)) else Fraction(float(v)))
+    k = floor_log2(a)
+    return f"2^{k}" if a == Fraction(2) ** k else None
 
 
 def _sci(v, digits=4) -> str:
@@ -315,7 +316,7 @@ class Explanation:
         if f.kind == "int":
             return Fraction(1)
         a = abs(X)
-        e = f.emin if a == 0 else max(_floor_log2(a), f.emin)
+        e = f.emin if a == 0 else max(floor_log2(a), f.emin)
         return Fraction(2) ** (e - f.mbits)
 
     def _parity(self, v: Fraction) -> int:
@@ -633,13 +634,6 @@ class Explanation:
                 + lab(xpos, "x", 12) + lab(w / 2, "midpoint", 44) + '</svg>')
 
 
-def _floor_log2(a: Fraction) -> int:
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Fraction(2) ** e > a:
-        e -= 1
-    return e
-
-
 # ----------------------------------------------------------------------------- arrays
 class ExplanationTable:
     """Compact table for an array input: one row per element (the first
@@ -772,7 +766,7 @@ def _block_format_name(fmt: str) -> bool:
 
 def _binary_sci(a: Fraction) -> str:
     """``a`` (positive) as ``m × 2^e`` with 1 <= m < 2."""
-    e = _floor_log2(a)
+    e = floor_log2(a)
     return f"{_num(a / Fraction(2) ** e)} × 2^{e}"
 
 
@@ -856,7 +850,7 @@ class BlockExplanation:
         # the scale and how it was chosen
         finite = [abs(X) for X in self.originals if X is not None]
         self.amax = max(finite) if have and len(finite) == self.size else None
-        self.amax_exponent = _floor_log2(self.amax) if self.amax else None
+        self.amax_exponent = floor_log2(self.amax) if self.amax else None
         self.shared_exponent = None
         self.scale_explanation = Explanation(self.scale, self.scale_format, stored=self.scale)
         if self.nvfp4:

@@ -23,6 +23,7 @@ from matplotlib.patches import Rectangle
 from .cast import cast
 from .codec import ulp, values
 from .course import gradient_sample
+from .explain import _pow2
 from .formats import get_format
 
 __all__ = ["plot_bit_layouts", "plot_range_precision", "plot_number_line", "plot_rounding_error",
@@ -306,8 +307,7 @@ def plot_gradient_underflow(formats=("fp16", "bf16", "fp8_e5m2", "fp8_e4m3"), sc
 
 
 def _pow_text(s: float) -> str:
-    m, e = math.frexp(s)
-    return f"2^{e - 1}" if m == 0.5 else f"{s:g}"
+    return (s > 0 and _pow2(s)) or f"{s:g}"
 
 
 # ----------------------------------------------------------------------------- 7

@@ -38,7 +38,7 @@ import numpy as np
 from .cast import cast
 from .codec import values_to_codes
 from .eft import exact_product, exact_quotient
-from .exact import _fraction_rz, _parse_string, to_exact
+from .exact import _fraction_rz, to_exact, to_fraction
 from .formats import Format, get_format
 from .rounding import make_rng, resolve_mode, round_values
 
@@ -102,16 +102,6 @@ def _sig_bits_at_most(s, bits):
     return bool(np.all(np.ldexp(m, bits) == np.trunc(np.ldexp(m, bits))))
 
 
-def _to_fraction(obj) -> Fraction:
-    if isinstance(obj, str):
-        obj = _parse_string(obj)
-    if isinstance(obj, np.floating):
-        return Fraction(*obj.as_integer_ratio())
-    if isinstance(obj, np.integer):
-        return Fraction(int(obj))
-    return Fraction(obj)
-
-
 def _exact_quotient(v, exact, s, narrow, target: Format):
     """(truncated float64, remainder class or None) of the exact quotients ``v / s``.
 
@@ -137,7 +127,7 @@ def _exact_quotient(v, exact, s, narrow, target: Format):
         fb, sb, vb = np.broadcast_arrays(exact, s, v)
         for i in np.ndindex(d.shape):
             if math.isfinite(vb[i]) and math.isfinite(sb[i]):
-                vals[i], cls[i] = _fraction_rz(_to_fraction(fb[i]) / Fraction(float(sb[i])))
+                vals[i], cls[i] = _fraction_rz(to_fraction(fb[i]) / Fraction(float(sb[i])))
         return vals, (cls if cls.any() else None)
     m, _ = np.frexp(s)
     if np.all((m == 0.5) | ~np.isfinite(s)):
