@@ -14,7 +14,7 @@ from fractions import Fraction
 from . import codec, exact
 from .cast import cast
 from .explain import exact_decimal
-from .formats import formats, get_format
+from .formats import formats, get_format, hex_code
 from .info import info
 from .rounding import MODES
 
@@ -37,10 +37,9 @@ def show(value: str, fmt_name: str, rounding: str = "nearest_even", overflow=Non
              f"rounding   {rounding}"]
     try:
         code = codec.encode(value, fmt, rounding, overflow)
-        width = (fmt.bits + 3) // 4
         names = [n for n, w in (("sign", int(fmt.signed)), ("exponent", fmt.ebits),
                                 ("mantissa", fmt.mbits)) if w]
-        lines.append(f"code       0x{code:0{width}x}  = {_fields(code, fmt)}"
+        lines.append(f"code       {hex_code(code, fmt)}  = {_fields(code, fmt)}"
                      + (f"  ({' '.join(names)})" if fmt.kind == "float" else "  (two's complement)"))
     except ValueError as err:
         lines.append(f"code       none ({err})")

@@ -30,7 +30,7 @@ from .cast import cast
 from .codec import decode, encode, values
 from .exact import _parse_string, floor_log2, to_fraction
 from .explain import _pow2 as _pow2_or_none
-from .formats import get_format
+from .formats import get_format, hex_code
 
 __all__ = ["check", "exercises", "CheckResult", "gradient_sample", "activation_sample",
            "grad_max_per_step", "mx_block"]
@@ -148,7 +148,7 @@ def _value_or_code(a, fmt, expected: Fraction):
         v = decode(code, f)
         if not math.isfinite(v):
             raise _Wrong(f"Code {a!r} is not a finite {f.name} value.")
-        return Fraction(v), f"the {f.name} code {code:#0{(f.bits + 3) // 4 + 2}x}"
+        return Fraction(v), f"the {f.name} code {hex_code(code, f)}"
     return _to_fraction(a), "the value"
 
 
@@ -311,7 +311,6 @@ def _ex_e4m3_code(answer, values_=(0.3, -5.0, 470.0), fmt="fp8_e4m3"):
     ans = list(answer) if isinstance(answer, (list, tuple, np.ndarray)) else [answer]
     if len(ans) != len(xs):
         raise _Wrong(f"Give {len(xs)} codes, one for each of {xs}.")
-    width = (f.bits + 3) // 4
     for x, a in zip(xs, ans):
         right = encode(x, f)
         code = _code_string(a)
@@ -328,19 +327,19 @@ def _ex_e4m3_code(answer, values_=(0.3, -5.0, 470.0), fmt="fp8_e4m3"):
             raise _Wrong(f"For {x}: {code} is not an {f.bits}-bit code.")
         v = decode(code, f)
         if math.isnan(v):
-            raise _Wrong(f"For {x}: code 0x{code:0{width}x} is NaN in {f.name}, but {x} rounds to a finite value.")
+            raise _Wrong(f"For {x}: code {hex_code(code, f)} is NaN in {f.name}, but {x} rounds to a finite value.")
         if math.isnan(cast(x, f)):
-            raise _Wrong(f"For {x}: code 0x{code:0{width}x} is {v!r}; what does {f.name} do with a value "
+            raise _Wrong(f"For {x}: code {hex_code(code, f)} is {v!r}; what does {f.name} do with a value "
                          f"this far past its max {f.max:g}?")
         if (v < 0) != (x < 0):
             raise _Wrong(f"For {x}: check the sign bit.")
         if abs(v) == abs(cast(x, f)):
             raise _Wrong(f"For {x}: right magnitude, wrong sign bit.")
         near = abs(v - x) <= 2 * abs(cast(x, f) - x) + 1e-300
-        raise _Wrong(f"For {x}: code 0x{code:0{width}x} decodes to {v!r}. "
+        raise _Wrong(f"For {x}: code {hex_code(code, f)} decodes to {v!r}. "
                      + ("Close: compare the distances to both neighbours." if near else
                         "Recompute the exponent field (remember the bias) and the mantissa."))
-    return "All codes right: " + ", ".join(f"{x} -> 0x{encode(x, f):0{width}x}" for x in xs) + "."
+    return "All codes right: " + ", ".join(f"{x} -> {hex_code(encode(x, f), f)}" for x in xs) + "."
 
 
 def _ex_master_weights(answer, steps=1000, update=1e-4):

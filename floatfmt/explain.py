@@ -36,7 +36,7 @@ import numpy as np
 from .cast import cast
 from .codec import values_to_codes
 from .exact import _parse_string, floor_log2, to_exact
-from .formats import Format, get_format
+from .formats import Format, get_format, hex_code
 from .info import info
 from .rounding import resolve_mode, resolve_overflow
 
@@ -503,11 +503,10 @@ class Explanation:
         f = self.format
         if self.code is None:
             return f"none ({f.name} has no code for {_num(self.value)})"
-        width = (f.bits + 3) // 4
         parts = _field_bits(self.fields(), colour)
         what = "two's complement" if f.kind == "int" else \
             " ".join(n for n, _, _ in self.fields())
-        s = f"0x{self.code:0{width}x} = {parts}  ({what})"
+        s = f"{hex_code(self.code, f)} = {parts}  ({what})"
         if f.name == "tf32":
             word = int(values_to_codes(np.asarray(self.value), get_format("fp32")))
             s += f"\n{'':13}{f.bits}-bit tf32 code; in memory an fp32 word 0x{word:08x} (low 13 bits zero)"
@@ -596,8 +595,7 @@ class Explanation:
         rows.append(("rounding", f"{self.direction}: {self.reason}" + " ".join(self.notes)))
         rows.append(("stored", exact_decimal(self.value) if math.isfinite(self.value) else _num(self.value)))
         if self.code is not None:
-            width = (f.bits + 3) // 4
-            rows.append(("code", f"0x{self.code:0{width}x} = {self.bits}"))
+            rows.append(("code", f"{hex_code(self.code, f)} = {self.bits}"))
         if self._formula():
             rows.append(("value", self._formula()))
         if self._twos_complement():
@@ -677,11 +675,10 @@ class ExplanationTable:
     def rows(self):
         """Display rows (lists of strings) for the first ``max_rows`` elements."""
         out = []
-        width = (self.format.bits + 3) // 4
         for i in range(min(len(self), self.max_rows)):
             e = self[i]
             out.append([str(i), _input_text(e.input, short=True), _num(e.value),
-                        "-" if e.code is None else f"0x{e.code:0{width}x}",
+                        "-" if e.code is None else hex_code(e.code, self.format),
                         "-" if e.bits is None else _field_bits(e.fields()),
                         e.cls, _signed_sci(e.abs_error), _sci(e.rel_error),
                         "n/a" if e.ulp_error is None else f"{e.ulp_error:+.3f}"])
@@ -950,7 +947,7 @@ class BlockExplanation:
                 _num(self.originals[i]) if self.originals[i] is not None else
                 _num(self._specials[i]) if self._specials[i] is not None else "?",
                 "?" if Q is None else _num(float(Q)),
-                f"0x{self.codes[i]:0{(self.element_format.bits + 3) // 4}x}",
+                hex_code(self.codes[i], self.element_format),
                 _field_bits(e.fields(), colour), _num(self.elements[i]),
                 _num(self.dequantized[i]),
                 "?" if self.errors[i] is None else _signed_sci(self.errors[i], 6), note]

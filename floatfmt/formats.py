@@ -346,3 +346,12 @@ def _unknown_format(name: str, reason: str = "") -> ValueError:
     what = f"format {name!r}: {reason}" if reason else f"unknown format {name!r}."
     return ValueError(f"{what}{hint} Valid formats: {', '.join(_REGISTRY)} "
                       "(or 'eXmY', 'eXmYfn', 'eXmYfnuz').")
+
+
+def hex_code(code, fmt) -> str:
+    """A code as ``0x`` hex, zero-padded to the format's width in nibbles.
+
+    >>> hex_code(0x1D, "fp8_e4m3"), hex_code(1, "fp16"), hex_code(3, "fp4_e2m1")
+    ('0x1d', '0x0001', '0x3')
+    """
+    return f"0x{int(code):0{(get_format(fmt).bits + 3) // 4}x}"

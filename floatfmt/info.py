@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from .formats import Format, get_format
+from .formats import Format, get_format, hex_code
 
 __all__ = ["FormatInfo", "info"]
 
@@ -62,8 +62,7 @@ class FormatInfo:
 
 
 def _nan_codes(f: Format) -> tuple:
-    width = (f.bits + 3) // 4
-    h = lambda c: f"0x{c:0{width}x}"  # noqa: E731
+    h = lambda c: hex_code(c, f)  # noqa: E731
     sign = 1 << (f.bits - 1)
     if not f.has_nan:
         return ()

@@ -13,17 +13,13 @@ import numpy as np
 from .cast import cast
 from .codec import encode, ulp
 from .explain import compare, explain, exact_decimal
-from .formats import get_format
+from .formats import get_format, hex_code
 
 __all__ = ["run_tour", "DOUBLE_ROUNDING_X"]
 
 # A float64 that ml_dtypes (and torch) convert to bf16 wrongly: they go through
 # float32 first, which lands exactly on a bf16 midpoint.
 DOUBLE_ROUNDING_X = float.fromhex("-0x1.5affff36664e1p-5")
-
-
-def _hex(code, fmt) -> str:
-    return f"0x{code:0{(get_format(fmt).bits + 3) // 4}x}"
 
 
 def _pct(r) -> str:
@@ -57,7 +53,7 @@ def run_tour(figures_out=None, file=None) -> None:
         v = cast("0.1", name)
         rel = float(abs(Fraction(v) - Fraction("0.1")) / Fraction("0.1"))  # exact
         out(f"{name:<10} {exact_decimal(v) if len(exact_decimal(v)) <= 34 else repr(v):<34} "
-            f"{_hex(encode('0.1', name), name):<11} {_pct(rel):>14}")
+            f"{hex_code(encode('0.1', name), name):<11} {_pct(rel):>14}")
     out("(\"0.1\" here is the decimal 0.1 itself; the float64 closest to it is the fp64 row.)")
     out("\nThe whole story of one value, bit by bit (ff.explain):\n")
     out(explain(0.1, "bf16").text())
@@ -109,7 +105,7 @@ def run_tour(figures_out=None, file=None) -> None:
         out(f"{x:>5}  {cells[0]:>14}  {cells[1]:>9}  {cells[2]:>14}")
     e = explain(464, "fp8_e4m3")
     out(f"464 is exactly halfway between 448 and 480 (tie={e.tie}); ties go to the even code, "
-        f"448 ({_hex(e.code, 'fp8_e4m3')}), so it does not overflow. Just above the tie, 465 -> "
+        f"448 ({hex_code(e.code, 'fp8_e4m3')}), so it does not overflow. Just above the tie, 465 -> "
         f"{cast(465, 'fp8_e4m3')!r} by default and {cast(465, 'fp8_e4m3', overflow='saturate')!r} when "
         "saturating (what PTX cvt .satfinite and recent PyTorch do).")
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..cast import cast
 from ..codec import code_dtype, codes_to_values, values_to_codes
-from ..formats import get_format
+from ..formats import get_format, hex_code
 from . import probes as P
 from .fixture import Fixture, find_fixtures
 
@@ -174,13 +174,8 @@ class CheckResult:
 
 def _fmt_code(code, fmt) -> str:
     fmt = get_format(fmt)
-    width = (fmt.bits + 3) // 4
     v = float(codes_to_values(np.int64(code), fmt))
-    return f"0x{int(code):0{width}x} ({v!r})"
-
-
-def _hex(code, bits) -> str:
-    return f"0x{int(code):0{(bits + 3) // 4}x}"
+    return f"{hex_code(code, fmt)} ({v!r})"
 
 
 # ----------------------------------------------------------------------------- per kind
@@ -193,7 +188,7 @@ def _compare_cast(fx: Fixture, chk: dict, res: CheckResult):
     ok = same_bits(gpu, pred, dst)
     res.cases, res.matches = int(x.size), int(ok.sum())
     for i in np.flatnonzero(~ok):
-        key = _hex(x[i], src.bits)
+        key = hex_code(x[i], src)
         res.mismatches.append(Mismatch(key, f"{key} = {float(codes_to_values(np.int64(x[i]), src))!r}",
                                        _fmt_code(gpu[i], dst), _fmt_code(pred[i], dst)))
     _nan_diag(p, dst, res)
@@ -202,7 +197,7 @@ def _compare_cast(fx: Fixture, chk: dict, res: CheckResult):
 def _nan_diag(p, dst, res):
     if p.get("nan_codes"):
         more = p.get("nan_codes_distinct", len(p["nan_codes"])) - len(p["nan_codes"])
-        res.diagnosis["nan_codes"] = " ".join(_hex(c, dst.bits) for c in p["nan_codes"]) + (
+        res.diagnosis["nan_codes"] = " ".join(hex_code(c, dst) for c in p["nan_codes"]) + (
             f" and {more} more" if more > 0 else "")
     if p.get("nan_payload_kept") is not None:
         res.diagnosis["nan_payloads"] = (f"of {p.get('nan_inputs')} NaN inputs, {p['nan_payload_kept']} kept "
@@ -226,7 +221,7 @@ def _compare_sweep(fx: Fixture, chk: dict, res: CheckResult):
         pred = predict_cast(x, src, dst, p.get("overflow"))
         ok = same_bits(gpu, pred, dst)
         for i in np.flatnonzero(~ok):
-            key = _hex(x[i], src.bits)
+            key = hex_code(x[i], src)
             res.mismatches.append(Mismatch(key, f"{key} = {float(codes_to_values(np.int64(x[i]), src))!r}",
                                            _fmt_code(gpu[i], dst), _fmt_code(pred[i], dst)))
     res.extra_mismatches = max(0, counted - int(x.size))
