@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from importlib import import_module
 
 import numpy as np
 
@@ -78,7 +79,8 @@ def nan_codes(codes, fmt) -> list[int]:
 def tensorcore_available() -> bool:
     """True when the tensor-core models (``floatfmt.tensorcore``) are present."""
     try:
-        from .. import accumulate, tensorcore  # noqa: F401
+        for name in ("accumulate", "tensorcore"):
+            import_module(f"..{name}", __package__)
     except ImportError:
         return False
     return True
