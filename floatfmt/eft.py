@@ -356,21 +356,6 @@ def exact_quotient(a, b):
     return t.reshape(shape), (None if cls is None else cls.reshape(shape))
 
 
-def _sqrt_rz(x):
-    """RZ float64 and remainder class of sqrt(x) for one positive finite float, with integers."""
-    num, den = Fraction(x).as_integer_ratio()
-    # sqrt(num/den) = sqrt(num*den)/den; scale so the integer root has >= 60 bits
-    k = max(0, 130 - (num * den).bit_length())
-    k += k & 1
-    n = (num * den) << k
-    s = math.isqrt(n)
-    extra = n != s * s
-    t, cls = fraction_to_sticky(Fraction(s, den << (k // 2)))
-    if extra:
-        cls = {0: 1, 1: 1, 2: 3, 3: 3}[cls]
-    return t, cls
-
-
 def exact_sqrt(x):
     """Exact ``sqrt(x)`` as ``(t, cls)`` for float64 x.
 
