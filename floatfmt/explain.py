@@ -324,7 +324,7 @@ class Explanation:
         looks at: the mantissa's last bit, or for integers the value's)."""
         return int(abs(v) / self.gap) & 1
 
-    def _rule(self, X, near, far) -> str:
+    def _rule(self, near, far) -> str:
         """Sentence on how the mode chooses, from the guard and sticky bits."""
         mode, frac = self.rounding, self.dropped
         if mode in ("nearest_even", "nearest_away"):
@@ -371,7 +371,7 @@ class Explanation:
         frac = self.dropped
         gs = "" if frac is None else (f"The dropped part is 0.{_binary_fraction(frac)} (binary) of a "
                                       f"step: guard bit {self.guard}, sticky bit {self.sticky}. ")
-        rule = "" if frac is None else self._rule(X, near, far)
+        rule = "" if frac is None else self._rule(near, far)
         if past:
             if beyond:
                 head = (f"|x| is past the largest finite value {_num(f.max)} by a step or more "

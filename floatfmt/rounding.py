@@ -188,7 +188,7 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits):
     return n
 
 
-def _overflow(r, x, fmt, mode, policy, sticky, limit):
+def _overflow(r, x, mode, policy, sticky, limit):
     """Apply the overflow policy to elements whose rounded magnitude exceeds limit."""
     big = np.abs(r) > limit
     if not big.any():
@@ -285,7 +285,7 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
                     sc = np.where(tiny, 0, sc).astype(np.uint8)
         if sc is not None and not sc.any():
             sc = None
-        if plan is not None and (sc is None or _sticky_ok(xc, sc, plan)):
+        if plan is not None and (sc is None or _sticky_ok(xc, plan)):
             if alias:  # out is x: keep the chunk's input while o is overwritten
                 np.copyto(bufs.x[:j - i], xc)
                 xc = bufs.x[:j - i]
@@ -301,7 +301,7 @@ def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits):
     r = _round_chunk(xc, fmt, mode, sc, rng, sr_bits)
     if fmt.kind == "int":
         return _int_finish(r, fmt, policy)
-    r = _overflow(r, xc, fmt, mode, policy, sc, fmt.max)
+    r = _overflow(r, xc, mode, policy, sc, fmt.max)
     if ftz:
         _flush(r, fmt)
     if not fmt.negative_zero:
@@ -447,7 +447,7 @@ def _plan_cached(fmt, mode, policy, sr_bits):
     return _PLANS[key]
 
 
-def _sticky_ok(xc, sc, p) -> bool:
+def _sticky_ok(xc, p) -> bool:
     """Whether the fast path can take a chunk with a sticky part (see _fast_chunk)."""
     return (not p.copy and p.mode != "stochastic"
             and not (np.isinf(np.fmax.reduce(xc)) or np.isinf(np.fmin.reduce(xc))))

@@ -333,7 +333,7 @@ def train(policy="bf16", steps=300, *, seed=0, n_points=256, hidden=64, lr=0.2, 
         run.fp8_cache.clear()
         S = scaler.get_scale() if scaler else 1.0
         hs, logits = _forward(run, x_in, params, wfmt)
-        loss, accuracy, p = _loss(logits, Y, y)
+        loss, accuracy, p = _loss(logits, y)
         # scaled gradient of loss_weight * mean cross-entropy w.r.t. the logits (fp32)
         d = run.rnd((p - Y) * (loss_weight * S / len(y)), fp32)
         d = run.rnd_grad(d, run.grad)
@@ -378,7 +378,7 @@ def train(policy="bf16", steps=300, *, seed=0, n_points=256, hidden=64, lr=0.2, 
             sum(v.size for v in params)
     run.fp8_cache.clear()
     _, logits = _forward(run, x_in, params, wfmt)
-    final_loss, final_acc, _ = _loss(logits, Y, y)
+    final_loss, final_acc, _ = _loss(logits, y)
     first = first if keep_grads else None
     cfg = dict(seed=seed, n_points=n_points, hidden=hidden, lr=lr, momentum=momentum,
                loss_weight=loss_weight, init_scale=init_scale, growth_interval=growth_interval,
@@ -402,7 +402,7 @@ def _forward(run: _Run, x, params, opt):
     return hs[:-1], hs[-1]
 
 
-def _loss(logits, Y, y):
+def _loss(logits, y):
     """Softmax cross-entropy in fp32 (float64 math, rounded once to fp32)."""
     fp32 = get_format("fp32")
     z = logits - logits.max(axis=1, keepdims=True)
