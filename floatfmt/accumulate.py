@@ -255,6 +255,10 @@ def sum(x, fmt, acc_fmt=None, order="sequential", axis=None, *, block=32, out_fm
         return _final(r.reshape(()), order, actx, octx, True)
     if v.ndim == 0:
         raise ValueError("axis given for a scalar input")
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"sum: axis must be an int or None, not {type(axis).__name__}")
+    if not -v.ndim <= axis < v.ndim:
+        raise ValueError(f"sum: axis {axis} is out of range for a {v.ndim}-dimensional input")
     T = np.moveaxis(v, axis, 0)
     r = _reduce(T, actx, order, block, octx)
     return _final(r, order, actx, octx, False)

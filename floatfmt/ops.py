@@ -372,8 +372,17 @@ def _run_fast(ctx: _Ctx, impl, fast, *args):
     return out.reshape(shape), False
 
 
+def _broadcast(opname, *arrays):
+    """numpy broadcasting of the operands, with an error that names the operation."""
+    try:
+        return np.broadcast_arrays(*arrays)
+    except ValueError:
+        shapes = " and ".join(str(np.shape(a)) for a in arrays)
+        raise ValueError(f"{opname}: operand shapes {shapes} do not broadcast together") from None
+
+
 def _add_values(x, y, ctx, opname):
-    x, y = np.broadcast_arrays(x, y)
+    x, y = _broadcast(opname, x, y)
     t, cls = eft.exact_sum(x, y)
     _check_invalid(t, ctx, opname)
     if ctx.mode == "down":  # numpy already gives IEEE zero signs in the other modes
@@ -409,6 +418,7 @@ def _mul_impl(ctx, a, b):
 
 
 def _mul_values(x, y, ctx):
+    x, y = _broadcast("mul", x, y)
     t, cls = eft.exact_product(x, y, eft.product_is_exact(ctx.fmt))
     _check_invalid(t, ctx, "mul")
     return ctx.round(t, cls)
@@ -432,6 +442,7 @@ def div(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
 
 def _div_impl(ctx, a, b):
     (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
+    x, y = _broadcast("div", x, y)
     t, cls = eft.exact_quotient(x, y)
     _check_invalid(t, ctx, "div")
     return ctx.round(t, cls), sx and sy
@@ -474,7 +485,7 @@ def _fma_impl(ctx, a, b, c):
 
 
 def _fma_values(x, y, z, ctx):
-    x, y, z = np.broadcast_arrays(x, y, z)
+    x, y, z = _broadcast("fma", x, y, z)
     narrow = eft.product_is_exact(ctx.fmt)
     t, cls = eft.exact_fma(x, y, z, narrow)
     _check_invalid(t, ctx, "fma")
@@ -515,7 +526,7 @@ def abs(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rn
 def _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, is_min):
     ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng)
     (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
-    x, y = np.broadcast_arrays(x, y)
+    x, y = _broadcast("minimum" if is_min else "maximum", x, y)
     with np.errstate(invalid="ignore"):
         r = np.where(x < y, x, y) if is_min else np.where(x > y, x, y)
         both_zero = (x == 0) & (y == 0)

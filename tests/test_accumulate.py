@@ -272,3 +272,12 @@ def test_errors():
         ff.dot(1.0, 2.0, "fp16")
     with pytest.raises(ValueError):
         ff.sum(1.0, "fp16", axis=0)
+
+
+def test_sum_axis_errors_are_clear():
+    x = [[1.0, 2.0], [3.0, 4.0]]
+    with pytest.raises(ValueError, match="axis 3 is out of range for a 2-dimensional input"):
+        ff.sum(x, "fp16", axis=3)
+    with pytest.raises(TypeError, match="axis must be an int or None, not float"):
+        ff.sum(x, "fp16", axis=1.0)
+    assert ff.sum(x, "fp16", axis=-1).tolist() == [3.0, 7.0]

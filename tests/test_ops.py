@@ -473,3 +473,11 @@ def test_fast_path_bounds():
     assert ops._product_exact(b, b, f) and ops._product_exact(b, ops._ZEROS, f)
     assert not ops._product_exact(b, b, Format("e8m30", ebits=8, mbits=30))
     assert not ops._product_exact((600, 500), (600, 500), f)  # past the float64 range
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "minimum", "maximum"])
+def test_shape_mismatch_names_the_operation_and_shapes(op):
+    with pytest.raises(ValueError, match=rf"^{op}: operand shapes \(2,\) and \(3,\) do not broadcast"):
+        getattr(ff, op)([1.0, 2.0], [1.0, 2.0, 3.0], "fp16")
+    with pytest.raises(ValueError, match=r"^fma: operand shapes"):
+        ff.fma([1.0, 2.0], [1.0, 2.0], [1.0, 2.0, 3.0], "bf16")
