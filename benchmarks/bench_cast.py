@@ -24,7 +24,6 @@ import argparse
 import os
 import platform
 import sys
-import time
 import tracemalloc
 
 import numpy as np
@@ -34,6 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import ml_dtypes as md  # noqa: E402
 
 import floatfmt as ff  # noqa: E402
+from timing import best as _best  # noqa: E402
 
 FORMATS = {  # floatfmt name: (ml_dtypes / numpy type, gfloat format name)
     "bf16": (md.bfloat16, "format_info_bfloat16"),
@@ -47,13 +47,7 @@ MODES = ["nearest_even", "toward_zero", "up", "down", "nearest_away", "odd", "st
 
 
 def best(fn, repeat):
-    fn()  # warm up (first-touch of freed pages, caches, CPU clock)
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+    return _best(fn, repeat, warmup=True)
 
 
 def peak_extra_bytes(fn, out_bytes):

@@ -26,24 +26,20 @@ import argparse
 import os
 import platform
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import floatfmt as ff  # noqa: E402
+from timing import times  # noqa: E402
 
 
 MEDIANS = {}  # label -> median seconds of the rows timed with timed()
 
 
 def best(fn, repeat, label=None):
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
+    ts = times(fn, repeat)
     if label is not None:
         MEDIANS[label] = float(np.median(ts))
     return min(ts)
