@@ -17,6 +17,7 @@ from .cast import cast
 from .codec import classify, decode, encode, next_down, next_up, ulp, values
 from .formats import Format, formats, get_format, register
 from .info import FormatInfo, info
+from .packing import pack, unpack
 from .rounding import MODES, OVERFLOWS
 
 # Bound eagerly (not lazily): the function shares its module's name, and a lazy
@@ -40,6 +41,7 @@ _LAZY = {
 }
 
 __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
+           "pack", "unpack",
            "Format", "FormatInfo", "formats", "get_format", "register", "info",
            "MODES", "OVERFLOWS", *_LAZY]
 

@@ -262,6 +262,83 @@ class QuantizedTensor:
         return (f"QuantizedTensor({self.fmt}, shape={self.shape}, {g}, {sdesc}, "
                 f"{self.bits_per_element:.3g} bits/element)")
 
+    # -- packed storage (elements + scale codes), see floatfmt.packing ------------------------
+
+    def to_packed(self, bitorder="little"):
+        """The stored form of an MX or NVFP4 tensor: a ``floatfmt.packing.PackedTensor``
+        holding the element codes packed by ``ff.pack`` (blocks consecutive: the
+        blocked axis is moved last, C order) and one scale code a block (E8M0, or
+        E4M3 and the fp32 tensor scale for NVFP4).  ``QuantizedTensor.from_packed``
+        is the inverse; the rebuilt tensor dequantises to the same bits.
+
+        >>> q = quantize(np.linspace(-6, 6, 32), "mxfp4_e2m1")
+        >>> p = q.to_packed()
+        >>> p.elements.size, p.scales.tolist(), p.nbytes
+        (16, [127], 17)
+        """
+        from .packing import PackedTensor, pack
+        if self.granularity != "block":
+            raise ValueError(f"to_packed stores block-scaled tensors ({', '.join(MX_FORMATS)}, nvfp4), "
+                             f"not {self.fmt} per {self.granularity}; ff.pack(q.codes, fmt) packs "
+                             "element codes alone")
+        codes = np.moveaxis(self.codes, self.axis, -1)
+        data = pack(codes, self.element_format, bitorder=bitorder)  # checks bitorder
+        scales = np.moveaxis(np.asarray(self.scale_codes, np.uint8), self.axis, -1).reshape(-1)
+        return PackedTensor(self.fmt, tuple(self.shape), self.axis, self.block_size, data,
+                            scales.copy(), self.tensor_scale, bitorder.strip().lower())
+
+    @classmethod
+    def from_packed(cls, p) -> QuantizedTensor:
+        """Rebuild the ``QuantizedTensor`` of a ``PackedTensor`` (see ``to_packed``):
+        element values decoded from their codes (MXINT8: the int8 code / 64), block
+        scales from their codes (E8M0 ``c`` is ``2**(c - 127)``, 0xFF the NaN scale;
+        NVFP4: the E4M3 value).  Raises ``ValueError`` when the byte counts do not
+        match the shape.
+
+        >>> q = quantize(np.linspace(-6, 6, 40), "mxfp6_e3m2")
+        >>> r = QuantizedTensor.from_packed(q.to_packed())
+        >>> bool(np.array_equal(r.dequantize(), q.dequantize())), r.scale_codes.tolist()
+        (True, [125, 125])
+        """
+        from .codec import codes_to_values
+        from .packing import PackedTensor, unpack
+        if not isinstance(p, PackedTensor):
+            raise TypeError(f"from_packed needs a PackedTensor, not {type(p).__name__}")
+        if p.fmt in MX_FORMATS:
+            elem, bs = get_format(MX_FORMATS[p.fmt]), _MX_BLOCK
+        elif p.fmt == "nvfp4":
+            elem, bs = get_format("fp4_e2m1"), _NV_BLOCK
+        else:
+            raise ValueError(f"unknown packed block format {p.fmt!r}. Valid: {', '.join(MX_FORMATS)}, nvfp4.")
+        if p.block_size != bs:
+            raise ValueError(f"{p.fmt} blocks hold {bs} elements, not {p.block_size}")
+        shape = tuple(p.shape)
+        axis = _norm_axis(p.axis, len(shape), "from_packed")
+        moved = shape[:axis] + shape[axis + 1:] + (shape[axis],)
+        codes = np.moveaxis(unpack(p.elements, elem, moved, bitorder=p.bitorder), -1, axis)
+        nb = -(-shape[axis] // bs)
+        grid = moved[:-1] + (nb,)
+        sc = np.asarray(p.scales)
+        if sc.dtype != np.uint8:
+            raise TypeError(f"scales must be uint8 codes, not {sc.dtype}")
+        if sc.size != int(np.prod(grid, dtype=np.int64)):
+            raise ValueError(f"{sc.size} scale codes do not match shape {shape} of {p.fmt} "
+                             f"({int(np.prod(grid, dtype=np.int64))} blocks of {bs} along axis {axis})")
+        scodes = np.moveaxis(sc.reshape(grid), -1, axis)
+        values = codes_to_values(codes.astype(np.int64), elem)
+        if p.fmt == "mxint8":
+            values = np.ldexp(values, -_MXINT8_SHIFT)
+        if p.fmt == "nvfp4":
+            scale = codes_to_values(scodes.astype(np.int64), _E4M3)
+            ts = float(p.tensor_scale)
+        else:
+            ci = scodes.astype(np.int64)
+            scale = np.where(ci == 255, np.nan, np.ldexp(1.0, np.where(ci == 255, 0, ci - 127)))
+            ts = None
+        return cls(elements=values, scale=scale, zero_point=0, fmt=p.fmt, element_format=elem,
+                   granularity="block", axis=axis, block_size=bs, scale_codes=scodes.astype(np.uint8),
+                   tensor_scale=ts, scheme="symmetric")
+
 
 def _int_dtype(fmt: Format):
     return np.dtype(np.int8 if fmt.signed else np.uint8) if fmt.bits <= 8 else \
