@@ -38,6 +38,8 @@ _LAZY = {
     "quantize": "scaling", "dequantize": "scaling", "fake_quant": "scaling",
     "int_matmul": "scaling", "DelayedScaling": "scaling", "LossScaler": "scaling",
     "compare_quantization": "scaling", "quantization_error": "scaling", "QuantizedTensor": "scaling", "master_weights_demo": "scaling",
+    # block-scaled FP8 GEMM recipes (DeepSeek-V3)
+    "recipe_matmul": "recipes", "BlockFP8Recipe": "recipes",
 }
 
 __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
