@@ -70,10 +70,12 @@ def _packable(fmt) -> Format:
     return f
 
 
-def _group(w: int) -> tuple[int, int]:
-    """(codes, bytes) of the smallest whole group: lcm(w, 8) bits."""
+def _group(w: int) -> tuple[int, int, np.dtype]:
+    """(codes, bytes, word dtype) of the smallest whole group: lcm(w, 8) bits, held in
+    the narrowest unsigned integer that fits them (uint8 for 4-bit codes, uint32 for 6)."""
     bits = w * 8 // gcd(w, 8)
-    return bits // w, bits // 8
+    dt = next(np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64) if bits <= 8 * np.dtype(t).itemsize)
+    return bits // w, bits // 8, dt
 
 
 def packed_nbytes(n, fmt) -> int:
@@ -88,7 +90,7 @@ def packed_nbytes(n, fmt) -> int:
 
 
 def _codes_in(codes, f: Format) -> np.ndarray:
-    """The codes as a uint64 array, checked: integers, each in 0 .. 2**bits - 1."""
+    """The codes as an integer array, checked: each in 0 .. 2**bits - 1."""
     if isinstance(codes, (bytes, bytearray, memoryview)):
         raise TypeError("pack() takes codes (one integer per element, e.g. from ff.encode), "
                         "not bytes; unpack() reads packed bytes")
@@ -100,7 +102,7 @@ def _codes_in(codes, f: Format) -> np.ndarray:
             raise TypeError("codes must be integers")
         if arr.size and (min(arr.ravel()) < 0 or max(arr.ravel()) >= 1 << 64):
             raise ValueError(f"codes of {f.name} are 0..{(1 << f.bits) - 1} ({f.bits} bits)")
-        arr = arr.astype(np.uint64)
+        arr = arr.astype(np.uint64)  # every value checked below to fit
     elif arr.dtype.kind not in "iu":
         raise TypeError(f"codes must be integers (e.g. from ff.encode), not {arr.dtype}")
     if arr.size:
@@ -110,7 +112,7 @@ def _codes_in(codes, f: Format) -> np.ndarray:
             raise ValueError(f"code {bad} does not fit {f.name}: codes are 0..{(1 << f.bits) - 1} "
                              f"({f.bits} bits; signed integer formats use two's-complement codes, "
                              f"int4 -1 is 15)")
-    return arr.astype(np.uint64, copy=False)
+    return arr
 
 
 def pack(codes, fmt, *, bitorder="little") -> np.ndarray:
@@ -132,22 +134,25 @@ def pack(codes, fmt, *, bitorder="little") -> np.ndarray:
     w = f.bits
     if w == 8:
         return c.astype(np.uint8)
-    per, nbytes = _group(w)
+    per, nbytes, dt = _group(w)
     n = c.size
     out_len = -(-n * w // 8)
     groups = -(-n // per)
+    c = c.astype(dt)
     if groups * per != n:
-        c = np.concatenate([c, np.zeros(groups * per - n, np.uint64)])
+        c = np.concatenate([c, np.zeros(groups * per - n, dt)])
     c = c.reshape(groups, per)
-    # each group of `per` codes is one integer of per*w <= 56 bits, then split into bytes
-    word = np.zeros(groups, np.uint64)
+    # each group of `per` codes is one integer of per*w (<= 56) bits, then split into bytes
+    word = np.zeros(groups, dt)
     for i in range(per):
         sh = w * i if order == "little" else w * (per - 1 - i)
-        word |= c[:, i] << np.uint64(sh)
+        word |= c[:, i] << dt.type(sh)
+    if nbytes == 1:
+        return word[:out_len]
     out = np.empty((groups, nbytes), np.uint8)
     for j in range(nbytes):
         sh = 8 * j if order == "little" else 8 * (nbytes - 1 - j)
-        out[:, j] = (word >> np.uint64(sh)) & np.uint64(0xFF)
+        out[:, j] = word >> dt.type(sh)  # the low byte (uint8 assignment keeps it)
     return out.reshape(-1)[:out_len]
 
 
@@ -210,20 +215,20 @@ def unpack(data, fmt, shape, *, bitorder="little") -> np.ndarray:
         if pad:
             raise ValueError(f"the last byte 0x{last:02x} has non-zero padding bits past {n} codes of "
                              f"{f.name} (bitorder={order!r}): wrong shape or bit order?")
-    per, nbytes = _group(w)
+    per, nbytes, dt = _group(w)
     groups = -(-n // per)
     if groups * nbytes != b.size:
         b = np.concatenate([b, np.zeros(groups * nbytes - b.size, np.uint8)])
-    g = b.reshape(groups, nbytes).astype(np.uint64)
-    word = np.zeros(groups, np.uint64)
+    g = b.reshape(groups, nbytes).astype(dt)
+    word = np.zeros(groups, dt)
     for j in range(nbytes):
         sh = 8 * j if order == "little" else 8 * (nbytes - 1 - j)
-        word |= g[:, j] << np.uint64(sh)
+        word |= g[:, j] << dt.type(sh)
     out = np.empty((groups, per), np.uint8)
-    mask = np.uint64((1 << w) - 1)
+    mask = dt.type((1 << w) - 1)
     for i in range(per):
         sh = w * i if order == "little" else w * (per - 1 - i)
-        out[:, i] = (word >> np.uint64(sh)) & mask
+        out[:, i] = (word >> dt.type(sh)) & mask
     return out.reshape(-1)[:n].reshape(shp)
 
 
