@@ -337,6 +337,8 @@ class QuantizedTensor:
         if p.fmt == "mxint8":
             values = np.ldexp(values, -_MXINT8_SHIFT)
         if p.fmt == "nvfp4":
+            if p.tensor_scale is None:
+                raise ValueError("an nvfp4 PackedTensor needs its fp32 tensor_scale")
             scale = codes_to_values(scodes.astype(np.int64), _E4M3)
             ts = float(p.tensor_scale)
         else:

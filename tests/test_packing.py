@@ -324,3 +324,6 @@ def test_packed_tensor_bad_input():
         QuantizedTensor.from_packed(replace(p, block_size=16))
     with pytest.raises(TypeError, match="scales must be uint8"):
         QuantizedTensor.from_packed(replace(p, scales=p.scales.astype(np.int32)))
+    pn = ff.quantize(x, "nvfp4").to_packed()
+    with pytest.raises(ValueError, match="needs its fp32 tensor_scale"):
+        QuantizedTensor.from_packed(replace(pn, tensor_scale=None))
