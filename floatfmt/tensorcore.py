@@ -18,9 +18,9 @@ One fused step takes L products a_i * b_i and an accumulator c
 
 Where c enters is a model parameter, ``c_entry``.  ``"aligned"`` (every preset
 but B200 FP8) is the rule above: c is one more term of the fused sum.  ``"after"``:
-steps 2-5 run on the products alone (c does not set e_max and is not
-truncated), and c is then added to that rounded sum by one ordinary IEEE
-addition in the step format, rounded to nearest-even.  The B200 FP8 presets
+steps 2-5 run on the products with a zero accumulator (c does not set e_max
+and is not truncated), and c is then added to that rounded sum by one ordinary
+IEEE addition in the step format, rounded to nearest-even.  The B200 FP8 presets
 use ``"after"``: it is what the measured B200 data shows (the evidence is in
 their ``description``).
 
