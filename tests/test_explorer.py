@@ -351,3 +351,17 @@ def test_colour_schemes_are_readable(page, theme):
 def test_report_coverage(page):
     """Not a check: prints how much was compared (see the issue's coverage note)."""
     print("\nexplorer coverage:", json.dumps(TOTALS))
+
+
+def test_cli_explore_writes_a_self_contained_page(tmp_path, capsys, monkeypatch):
+    from floatfmt import cli
+    opened = []
+    monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url))
+    assert cli.main(["explore", "--out", str(tmp_path / "x.html")]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path == tmp_path / "x.html" and opened == [path.resolve().as_uri()]
+    html = path.read_text(encoding="utf-8")
+    assert "http://" not in html and "https://" not in html  # works offline: nothing to fetch
+    assert json.loads(html.split('id="ffx-data">')[1].split("</script>")[0]) == json.loads(json.dumps(DATA))
+    assert cli.main(["explore", "--out", str(tmp_path / "dir"), "--no-open"]) == 0
+    assert (tmp_path / "dir" / "explorer.html").exists() and len(opened) == 1
