@@ -16,7 +16,7 @@ compares it with floatfmt on thousands of inputs per format and mode.
 
     >>> d = explorer_data()
     >>> d["formats"]["fp8_e4m3"]["max_code"], d["formats"]["fp8_e4m3"]["overflows"]
-    (126, ['saturate', 'nan'])
+    (126, ['nan', 'saturate'])
     >>> [n for n in d["formats"] if d["formats"][n]["bits"] > 16]
     ['fp32', 'tf32']
 """
@@ -103,7 +103,7 @@ def _mx_records() -> dict:
 def explorer_data() -> dict:
     """Everything the page needs from floatfmt, as JSON-ready data: the format
     records (fields, bias, emin, emax, max as ``t * 2**k``, NaN/Inf layout,
-    valid overflow policies), the MX block formats, the deterministic rounding
+    valid overflow policies, the format's own first), the MX block formats, the deterministic rounding
     modes, and helper formats (fp64 for float64 truncation, ``e11mN`` for the
     "even" MX scale rule)."""
     fmts = {n: _format_record(get_format(n)) for n in EXPLORER_FORMATS}
