@@ -319,6 +319,17 @@ _SELECTORS = ["body", "h1", ".lede", ".bit.sign", ".bit.exponent", ".bit.mantiss
               "#mx-table td", ".sat", ".error", "footer"]
 
 
+def _full_page_screenshot(driver, path):
+    """The whole page, not only the viewport (the window grows to the page's height)."""
+    w, h = driver.get_window_size()["width"], driver.get_window_size()["height"]
+    full = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(w, min(int(full) + 200, 6000))
+    try:
+        driver.save_screenshot(str(path))
+    finally:
+        driver.set_window_size(w, h)
+
+
 @pytest.mark.parametrize("theme", ["light", "dark", "system-dark"])
 def test_colour_schemes_are_readable(page, theme):
     out = artefact_dir()
@@ -342,8 +353,9 @@ def test_colour_schemes_are_readable(page, theme):
     assert low == [], low
     bg = pairs[0][2]
     assert (_luminance(bg) > 0.5) == (theme == "light")
-    page.save_screenshot(str(out / f"explorer-{theme}.png"))
-    page.find_element("id", "mx-section").screenshot(str(out / f"explorer-mx-{theme}.png"))
+    _full_page_screenshot(page, out / f"explorer-{theme}.png")
+    page.execute_script("window.scrollTo(0, 0)")
+    page.find_element("id", "bits-section").screenshot(str(out / f"explorer-bits-{theme}.png"))
     if theme == "system-dark":
         page.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
 
@@ -351,6 +363,16 @@ def test_colour_schemes_are_readable(page, theme):
 def test_report_coverage(page):
     """Not a check: prints how much was compared (see the issue's coverage note)."""
     print("\nexplorer coverage:", json.dumps(TOTALS))
+
+
+def test_browser_tests_fail_instead_of_skipping_in_ci(monkeypatch):
+    from explorer.browser import unavailable
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must run the browser tests"):
+        unavailable("no chromium here")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="no chromium here"):
+        unavailable("no chromium here")
 
 
 def test_cli_explore_writes_a_self_contained_page(tmp_path, capsys, monkeypatch):
