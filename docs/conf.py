@@ -11,7 +11,6 @@ as committed, never executed) and the explorer page.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 

@@ -281,6 +281,16 @@ def test_mx_block_view_matches_quantize(page, mx, sr, mode, text):
     assert len(rows) == 32
     if int(q.scale_codes[0]) != 0xFF:
         assert [int(c) for c in rows] == [int(c) for c in q.codes]
+        # the saturated / flushed notes are explain_block's flags
+        from floatfmt.explain import explain_block
+        padded = np.array(items + ["0"] * (32 - len(items)), dtype=object)
+        b = explain_block(q, 0, x=padded, rounding=mode)
+        notes = page.execute_script("return Array.from(document.querySelectorAll('#mx-table tbody tr'))"
+                                    ".map(r => r.cells[8].textContent)")
+        assert ["saturated" in n for n in notes] == b.saturated
+        assert ["flushed" in n for n in notes] == b.flushed
+        assert [r.split()[0] for r in page.find_element("id", "mx-table").text.splitlines()[1:]] == \
+            [str(i) for i in range(32)]
     summary = page.find_element("id", "mx-summary").text
     assert (f"0x{int(q.scale_codes[0]):02x}") in summary
 
