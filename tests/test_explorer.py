@@ -188,6 +188,20 @@ def test_clicking_a_bit_shows_floatfmts_decode(page, name, bits_to_click):
     TOTALS["clicks"] = TOTALS.get("clicks", 0) + len(bits_to_click)
 
 
+@pytest.mark.parametrize("name,text", [("bf16", "0.1"), ("fp8_e4m3", "-465"), ("fp16", "65520"),
+                                       ("e8m0", "0.75"), ("int8", "-128.5"), ("tf32", "1.00048828125")])
+def test_typing_a_number_in_the_bits_panel_sets_floatfmts_code(page, name, text):
+    f = ff.get_format(name)
+    _select(page, "bits-format", name)
+    _type(page, "bits-number", text + "\n")
+    code = int(page.find_element("id", "code-hex").get_attribute("value"), 16)
+    assert code == ff.encode(text, f)
+    assert page.find_element("id", "bits-value").text == _exact_text(ff.decode(code, f))
+    assert page.find_element("id", "bits-formula").text.endswith(_exact_text(ff.decode(code, f))
+                                                                if f.kind == "int" or
+                                                                np.isfinite(ff.decode(code, f)) else "")
+
+
 def test_neighbour_buttons_step_through_codes(page):
     f = ff.get_format("fp8_e4m3")
     _select(page, "bits-format", "fp8_e4m3")

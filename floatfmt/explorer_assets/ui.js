@@ -48,8 +48,9 @@
     renderBits();
   }
 
-  function renderBits() {
+  function renderBits(keepNumber = false) {
     const f = F[bitsState.fmt], code = bitsState.code;
+    if (!keepNumber) { $("bits-number").value = ""; $("bits-error").textContent = ""; }
     $("bits-desc").textContent = f.description;
     $("code-hex").value = hex(code, f); $("code-hex").removeAttribute("aria-invalid");
     const box = $("bits"); box.textContent = "";
@@ -84,6 +85,7 @@
       const lead = (e === 0 && f.subnormals) ? "0" : "1";
       $("bits-mantissa").textContent = f.mbits ? `${mtxt} = ${m} / 2^${f.mbits} (significand ${lead}.${mtxt} in binary)` : "none (no mantissa bits)";
     }
+    $("bits-formula").textContent = formula(code, f, r);
     const v = $("bits-value");
     v.textContent = FFX.text(r); v.dataset.value = FFX.text(r);
     $("bits-class").textContent = FFX.classify(r, f);
@@ -100,7 +102,29 @@
     $("bits-ulp").textContent = u ? `${FFX.dyadicDecimal(u)} = ${pow2text(u.k)}` : "none (not finite)";
     $("bits-ulp").dataset.value = u ? FFX.dyadicDecimal(u) : "NaN";
   }
+  function formula(code, f, r) {
+    if (r.nan) return "NaN";
+    if (r.inf) return (r.neg ? "\u2212" : "+") + "\u221e";
+    if (f.kind === "int") return f.signed ? `two's complement: ${code} \u2212 ${code >= (1n << BigInt(f.bits - 1)) ? 2n ** BigInt(f.bits) : 0n} = ${FFX.text(r)}` : FFX.text(r);
+    const e = Number((code >> BigInt(f.mbits)) & ((1n << BigInt(f.ebits)) - 1n));
+    const m = code & ((1n << BigInt(f.mbits)) - 1n);
+    const sign = r.neg ? "\u2212" : "+";
+    const sub = e === 0 && f.subnormals;
+    const sig = `${sub ? 0 : 1}${f.mbits ? ` + ${m}/2^${f.mbits}` : ""}`;
+    return `${sign}(${sig}) \u00d7 2^${sub ? f.emin : e - f.bias} = ${FFX.text(r)}`;
+  }
   $("bits-format").addEventListener("change", e => setBits(e.target.value, 0n));
+  $("bits-number").addEventListener("change", e => {
+    const f = F[bitsState.fmt];
+    $("bits-error").textContent = "";
+    try {
+      const r = FFX.round(FFX.parse(e.target.value), f, "nearest_even", f.default_overflow);
+      const c = FFX.encode(r, f);
+      if (c === null) throw new Error(`${f.name} has no code for NaN`);
+      bitsState.code = c;
+      renderBits(true);
+    } catch (err) { $("bits-error").textContent = err.message; }
+  });
   $("code-hex").addEventListener("change", e => {
     const f = F[bitsState.fmt], t = e.target.value.trim().toLowerCase();
     let c = null;
