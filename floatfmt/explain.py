@@ -94,7 +94,10 @@ def _num(v) -> str:
     if v is None:
         return "none"
     if isinstance(v, Fraction):
-        v = float(v)
+        try:
+            v = float(v)
+        except OverflowError:  # past float64 (an input like 10**400): about 6 digits
+            return f"{Decimal(v.numerator) / Decimal(v.denominator):.6g}"
     if isinstance(v, float) and math.isfinite(v) and v == int(v) and abs(v) < 1e16:
         return f"{int(v)}" if v != 0 or math.copysign(1, v) > 0 else "-0"
     return repr(float(v))
@@ -189,8 +192,12 @@ def _input_text(x, short=False) -> str:
 
 
 def _to_float(v: Fraction) -> float:
-    """A grid value as a float (+-Inf for fp64's virtual neighbour 2**1024)."""
-    return float(v) if abs(v) < Fraction(2) ** 1024 else (math.inf if v > 0 else -math.inf)
+    """A Fraction as a float, +-Inf past float64's range (fp64's virtual neighbour
+    2**1024, the error of a huge input)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
 
 
 def _binary_fraction(t: Fraction, nbits: int = 24) -> str:
@@ -223,8 +230,9 @@ class Explanation:
     in [0, 1]: where the rounded value lies from lower to upper), ``tie``,
     ``guard``, ``sticky``, ``direction`` ("exact", "toward zero", "away from
     zero" (the magnitude of the chosen neighbour against the input's),
-    "overflow", "invalid", "nan", or "either way" for a stochastic draw the
-    result cannot reveal), ``overflowed``, ``saturated``, ``flushed`` (bools),
+    "overflow", "invalid", "nan", "flushed" (a subnormal value of the format
+    flushed by ftz), or "either way" for a stochastic draw the result cannot
+    reveal), ``overflowed``, ``saturated``, ``flushed`` (bools),
     ``reason`` (sentences), ``notes``, ``cls``, ``sign``, ``exponent``
     (unbiased), ``significand`` (Fraction), ``gap`` (spacing around the
     input), ``abs_error``, ``rel_error`` (both signed: stored minus exact, the
@@ -367,7 +375,7 @@ class Explanation:
             self.position = Fraction(0)
             self.gap = self._ulp_at(lo)
             if d.out_of_range is None:
-                self.direction = "exact"
+                self.direction = "flushed" if d.action == "flush" else "exact"
                 if d.daz:
                     parts.append(f"0 is a value of {f.name}.")
                 elif d.action == "flush":
@@ -510,10 +518,10 @@ class Explanation:
         if X is None or not math.isfinite(v):
             return
         err = Fraction(v) - X
-        self.abs_error = float(err)
-        self.rel_error = float(err / abs(X)) if X != 0 else None
+        self.abs_error = _to_float(err)  # +-Inf when past float64 (10**400 saturated)
+        self.rel_error = _to_float(err / abs(X)) if X != 0 else None
         gap = self.gap if self.gap else self._ulp_at(X)
-        self.ulp_error = float(err / gap)
+        self.ulp_error = _to_float(err / gap)
 
     # -- field view ------------------------------------------------------------------
     def fields(self):
