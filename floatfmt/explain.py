@@ -96,8 +96,10 @@ def _num(v) -> str:
     if isinstance(v, Fraction):
         try:
             v = float(v)
-        except OverflowError:  # past float64 (an input like 10**400): about 6 digits
-            return f"{Decimal(v.numerator) / Decimal(v.denominator):.6g}"
+        except OverflowError:  # past float64: 2^1024 (fp64's virtual neighbour), 10**400 ...
+            p2 = _pow2(v)
+            return (("-" if v < 0 else "") + p2 if p2 else
+                    f"{Decimal(v.numerator) / Decimal(v.denominator):.17g}".lower())
     if isinstance(v, float) and math.isfinite(v) and v == int(v) and abs(v) < 1e16:
         return f"{int(v)}" if v != 0 or math.copysign(1, v) > 0 else "-0"
     return repr(float(v))
@@ -363,8 +365,8 @@ class Explanation:
         if d.beyond:
             self.direction = "overflow"
             where = (f"far past the largest finite value {_num(f.max)}" if d.out_of_range == "above"
-                     else f"far below the smallest value {_num(f.min)}")
-            parts.append(f"|x| is {where}: every neighbour lies outside {f.name}'s range "
+                     else f"far below the most negative value {self._range_text().split('..')[0]}")
+            parts.append(f"x is {where}: every neighbour lies outside {f.name}'s range "
                          f"({self._range_text()}).")
             parts.append(self._action_text(d, None))
             self.reason = " ".join(parts)
@@ -435,12 +437,12 @@ class Explanation:
         """Why the mode chose the neighbour it chose (read from the decision)."""
         f, mode = self.format, self.rounding
         chosen = None if d.rounded is None else _num(d.rounded)
-        last = "value" if f.kind == "int" else "last significand bit"
+        last = "value is even" if f.kind == "int" else "last significand bit is 0"
         mid = (d.lower + d.upper) / 2
         if mode in ("nearest_even", "nearest_away"):
             if d.tie:
                 if mode == "nearest_even":
-                    rule = f"nearest_even takes the neighbour whose {last} is even, {chosen}."
+                    rule = f"nearest_even takes the neighbour whose {last}, {chosen}."
                 else:
                     rule = f"nearest_away takes the neighbour of larger magnitude, {chosen}."
                 return f"x is exactly the midpoint {_num(mid)} of the two: a tie, and " + rule
@@ -454,8 +456,9 @@ class Explanation:
         if mode == "down":
             return f"Mode down takes the lower neighbour (toward -Inf), {chosen}."
         if mode == "odd":
-            return (f"Round to odd takes the neighbour whose {'value' if f.kind == 'int' else 'last significand bit'}"
-                    f" is odd, {chosen}, so the dropped part leaves a trace.")
+            return (f"Round to odd takes the neighbour whose "
+                    f"{'value is odd' if f.kind == 'int' else 'last significand bit is 1'}, {chosen}, "
+                    "so the dropped part leaves a trace.")
         p = self.dropped
         sr = self.sr_bits
         if sr is not None:
@@ -472,7 +475,7 @@ class Explanation:
     def _action_text(self, d, what) -> str:
         """The range handling the decision records, in words."""
         text = self._action_words(d, what)
-        return text[:1].upper() + text[1:]
+        return text if text.startswith(self.format.name) else text[:1].upper() + text[1:]
 
     def _action_words(self, d, what) -> str:
         f, v, mode = self.format, self.value, self.rounding
@@ -653,9 +656,9 @@ class Explanation:
                 return f"x is itself a value of {f.name}"
             return f"x needs no rounding, but lies outside {f.name}'s range {self._range_text()}"
         p2 = _pow2(self.gap)
-        text = (f"{_num(self.lower)}  <  x  <  {_num(self.upper)}   (step {_num(self.gap)}"
+        text = (f"{_num(d.lower)}  <  x  <  {_num(d.upper)}   (step {_num(self.gap)}"
                 + (f" = {p2}" if p2 else "") + ")")
-        bad = [_num(self.lower if n == "lower" else self.upper) for n in d.outside]
+        bad = [_num(d.lower if n == "lower" else d.upper) for n in d.outside]
         if bad:
             text += f"   [{' and '.join(bad)} outside {f.name}'s range {self._range_text()}]"
         return text
