@@ -782,7 +782,8 @@ def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz
     daz = False
     if daz_below is not None:
         xd, sd = _daz(np.array([x]), st, daz_below)
-        daz = bool(x != 0 and xd[0] == 0)
+        # (a zero with a sticky part, e.g. the decimal 1e-400, is a tiny value: flushed too)
+        daz = bool(abs(x) < daz_below and (x != 0 or sticky != 0))
         if daz:
             x, sticky, st = float(xd[0]), 0, None
             base.update(input=x, sticky=0)

@@ -355,12 +355,12 @@ def _sweep(name):
     # daz: inputs that are subnormal in their own format (float16 -> fp16 threshold; Python
     # floats -> fp64's), and normal ones next to them
     h = [np.float16(2.0 ** -20), np.float16(-(2.0 ** -24)), np.float16(2.0 ** -14), np.float16(-3.0)]
-    d = [2.0 ** -1074, -(2.0 ** -1030), 2.0 ** -1022, 0.0]
+    d = [2.0 ** -1074, -(2.0 ** -1030), 2.0 ** -1022, 0.0, "1e-400", "-1e-400"]
     for mode in ("nearest_even", "toward_zero", "up", "down", "stochastic"):
         for ftz in (False, True):
             for x in h + d:
                 n += 1
-                X = Fraction(float(x))
+                X = Fraction(x) if isinstance(x, str) else Fraction(float(x))
                 if isinstance(x, np.float16):
                     try:
                         _check_daz16(f, x, X, mode, ftz, bad, examples)
