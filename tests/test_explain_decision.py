@@ -27,6 +27,7 @@ claims of each kind were wrong.
 from __future__ import annotations
 
 import math
+import zlib
 from collections import Counter
 from fractions import Fraction
 
@@ -328,6 +329,10 @@ def _check(f, x, X, mode, policy, ftz, daz, bad: Counter, examples: dict):
         fail("invalid claim", line)
 
 
+def zlib_crc(name: str) -> int:
+    return zlib.crc32(name.encode())
+
+
 def _sweep(name):
     f = ff.get_format(name)
     bad, examples = Counter(), {}
@@ -345,6 +350,23 @@ def _sweep(name):
             return True
         return (not ftz or abs(X) < small) and (k == 0 or abs(X) >= big or X < 0 and not s.signed)
 
+    # random values of the whole range (fixed seed): grid values, midpoints, and points between
+    rnd = np.random.default_rng(zlib_crc(name))
+    extra = []
+    for _ in range(12):
+        if s.is_int:
+            g = Fraction(int(rnd.integers(s.lo - 3, s.hi + 4)))
+            q = Fraction(1)
+        else:
+            e = int(rnd.integers(s.emin - 1, s.emax + 2))
+            q = Fraction(2) ** (max(e, s.emin) - s.mbits)
+            g = (Fraction(2) ** e if e >= s.emin else 0) + q * int(rnd.integers(0, 1 << s.mbits))
+            g = -g if (s.signed and rnd.random() < 0.5) else g
+        extra += [g, g + q / 2, g + q * Fraction(int(rnd.integers(1, 1000)), 1000)]
+    for X in extra:
+        for mode in MODES:
+            n += 1
+            _check_one(f, _as_input(X), X, mode, _policies(f)[0], False, False, bad, examples)
     for mode in MODES:
         for k, policy in enumerate(_policies(f)):
             for ftz in (False, True):
