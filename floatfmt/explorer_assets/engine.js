@@ -147,10 +147,10 @@ const FFX = (() => {
       }
     }
     if (!f.signed) {
-      // floatfmt flags a negative input (one that stays nonzero in float64) and, in a
-      // format without zero, a zero input as NaN
-      const z = !x.inf && (x.n === 0n || cmpDyadic(1n, -1074, x.n, x.d) > 0);
-      if ((x.neg && !z) || (!f.zero && !x.inf && x.n === 0n)) r = {nan: true, neg: false};
+      // floatfmt flags any negative nonzero input (however tiny) and, in a format
+      // without zero, a zero input as NaN
+      const z = !x.inf && x.n === 0n;
+      if ((x.neg && !z) || (!f.zero && z)) r = {nan: true, neg: false};
     }
     return r;
   }
