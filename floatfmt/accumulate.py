@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import builtins
 import difflib
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -70,11 +71,16 @@ def _round_add(acc, term, actx):
         bb = s - acc
         e = (acc - (s - bb)) + (term - bb)
         idx = np.flatnonzero((e != 0) & np.isfinite(e))
+        # finite operands whose float64 sum overflows: a finite value past the range
+        over = np.isinf(s) & np.isfinite(acc) & np.isfinite(term)
     cls = None
     t = s
+    if over.any():
+        cls = np.where(over, 3, 0).astype(np.uint8)
     if idx.size:
         t = np.array(s, np.float64, copy=True)
-        cls = np.zeros(t.shape, np.uint8)
+        if cls is None:
+            cls = np.zeros(t.shape, np.uint8)
         tf, cf = t.reshape(-1), cls.reshape(-1)
         ts, cs = eft.to_sticky(s.reshape(-1)[idx], e.reshape(-1)[idx])
         tf[idx] = ts
@@ -108,14 +114,23 @@ def _pairwise(T, actx):
 
 
 def _kahan(terms, actx, shape):
-    s = np.zeros(shape)
-    c = np.zeros(shape)
+    """Compensated sum.  s starts as the first term (what s = 0 + t_0 gives, but keeping
+    a -0 term's sign) and a zero t with a zero c gives y = t (t - 0 is t; IEEE's
+    +0 - +0 = -0 in mode down would put a sign on a sum of +0 terms that no other
+    order gives)."""
+    s = c = None
     for t in terms:
+        if s is None:
+            s = np.array(np.broadcast_to(actx.round(t), shape), np.float64)
+            c = np.zeros(shape)
+            continue
         y = _round_add(t, -c, actx)
+        if actx.fmt.negative_zero:
+            y = np.where((c == 0) & (t == 0), t, y)
         s_new = _round_add(s, y, actx)
         c = _round_add(_round_add(s_new, -s, actx), -y, actx)
         s = s_new
-    return s
+    return np.zeros(shape) if s is None else s
 
 
 def _blocked(T, actx, block):
@@ -152,6 +167,7 @@ def _exact_sum_axis0(T, octx):
         inf_val = np.where(np.isposinf(X).any(0), np.inf, np.where(np.isneginf(X).any(0), -np.inf, 0.0))
     Xf = np.where(fin, X, 0.0)
     all_negzero = ((Xf == 0) & np.signbit(Xf)).all(0)
+    all_poszero = ((Xf == 0) & ~np.signbit(Xf)).all(0)
     mant, ex = np.frexp(Xf)
     M = (mant * 2.0 ** 53).astype(np.int64)  # exact, |M| < 2**53
     q = ex.astype(np.int64) - 53
@@ -190,7 +206,10 @@ def _exact_sum_axis0(T, octx):
             out[j], cls[j] = eft.int_to_sticky(-N if neg[j] else N, qmin)
     zero = out == 0
     zero &= cls == 0
-    out[zero] = np.where(all_negzero[zero], -0.0, -0.0 if octx.mode == "down" else 0.0)
+    # IEEE zero of an exact zero sum (as every order of additions gives it): -0 when all
+    # terms are -0; in mode down, -0 unless all terms are +0
+    neg_zero = ~all_poszero if octx.mode == "down" else all_negzero
+    out[zero] = np.where(neg_zero[zero], -0.0, 0.0)
     out = np.where(has_nan, np.nan, np.where(inf_val != 0, inf_val, out))
     cls = np.where(np.isfinite(out), cls, 0).astype(np.uint8)
     _check_invalid(out, octx, "sum")
@@ -301,6 +320,10 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
                     t, cls = eft.exact_product(a, b)
                 else:
                     t, cls = eft.exact_fma(a, b, acc)
+                    if (t == 0).any():  # exact_fma gives +0: signs as for p + acc
+                        p = np.where((a == 0) | (b == 0),
+                                     np.where(np.signbit(a) ^ np.signbit(b), -0.0, 0.0), 1.0)
+                        t = _zero_signs(t, cls, p, acc, actx.mode)
                 _check_invalid(t, actx, "accumulation")
                 acc = actx.round(t, cls)
             return np.broadcast_to(acc, out_shape)
@@ -339,20 +362,46 @@ def _exact_products_slow(xk, yk, n, out_shape, octx):
     cls = np.zeros(m, np.uint8)
     for j in range(m):
         pairs = [(float(cols[k][j]), float(rows[k][j])) for k in range(n)]
-        with np.errstate(invalid="ignore", over="ignore"):
-            plain = builtins.sum(np.float64(a) * b for a, b in pairs)
-        if not np.isfinite(plain) and builtins.all(np.isfinite([v for p in pairs for v in p])):
-            plain = 0.0  # finite inputs: an overflowed float64 sum is not a special result
-        if not np.isfinite(plain):
-            t[j] = plain
+        special = _special_dot(pairs)
+        if special is not None:
+            t[j] = special
             continue
         fr = builtins.sum((Fraction(a) * Fraction(b) for a, b in pairs), Fraction(0))
         if fr == 0:
-            t[j] = -0.0 if octx.mode == "down" else 0.0
+            zeros = [math.copysign(0.0, a) * math.copysign(1.0, b) if a == 0 or b == 0 else 1.0
+                     for a, b in pairs]
+            t[j] = _zero_sum_sign(zeros, octx.mode)
         else:
             t[j], cls[j] = eft.fraction_to_sticky(fr)
     _check_invalid(t, octx, "dot")
     return octx.round(t, cls).reshape(out_shape)
+
+
+def _special_dot(pairs):
+    """IEEE result of sum(a*b) over exact products when an operand is Inf or NaN, else None.
+
+    A product of finite operands is finite (even where float64 ``a * b`` would
+    overflow), so only products with an Inf or NaN factor are special."""
+    infs = set()
+    for a, b in pairs:
+        if math.isfinite(a) and math.isfinite(b):
+            continue
+        if math.isnan(a) or math.isnan(b) or a == 0 or b == 0:
+            return math.nan  # NaN operand, or Inf * 0
+        infs.add(math.copysign(1.0, a) * math.copysign(1.0, b))
+    if not infs:
+        return None
+    return math.nan if len(infs) == 2 else math.copysign(math.inf, infs.pop())
+
+
+def _zero_sum_sign(terms, mode):
+    """The IEEE zero of an exact zero sum: -0 when every term is -0, and in mode
+    ``down`` unless every term is +0 (what any order of IEEE additions gives)."""
+    neg = [t == 0 and math.copysign(1.0, t) < 0 for t in terms]
+    pos = [t == 0 and math.copysign(1.0, t) > 0 for t in terms]
+    if mode == "down":
+        return 0.0 if builtins.all(pos) else -0.0
+    return -0.0 if builtins.all(neg) else 0.0
 
 
 def _prep_pair(a, b, ictx, kind):

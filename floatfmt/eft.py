@@ -143,7 +143,9 @@ def to_sticky(hi, lo, tail=None):
     beyond = sgn == np.sign(h)
     cls = np.empty(h.shape, np.uint8)
     # |exact| > |hi|: t = hi, remainder |lo + tail| in units U = spacing(|hi|)
-    up = np.spacing(ah)
+    with np.errstate(over="ignore"):
+        up = np.spacing(ah)
+    up[np.isinf(up)] = 2.0 ** 971  # the step above the largest double (numpy says inf)
     c_beyond = np.where(al2 < up, 1, np.where(tdir > 0, 3, np.where(tdir < 0, 1, 2)))
     # |exact| < |hi|: t = next float64 toward zero, D its spacing, remainder D - |lo + tail|
     tz = np.nextafter(h, 0.0)
@@ -274,6 +276,8 @@ def exact_product(a, b, exact_in_float64=False):
 
 
 def _slow_fma(a, b, c):
+    if math.isfinite(a) and math.isfinite(b) and not math.isfinite(c):
+        return c, 0  # the exact product is finite, however large: c decides
     if not all(math.isfinite(v) for v in (a, b, c)):
         with np.errstate(invalid="ignore"):
             return float(np.float64(a) * b + c), 0
@@ -290,6 +294,10 @@ def exact_fma(a, b, c, exact_product_in_float64=False):
     Wider formats (fp64): TwoProd + TwoSum give ``hi + m + l`` with the tail
     l deciding ties only; elements where Dekker's product is not exact go
     through Fractions.  Zero results are +0 here (the caller fixes signs).
+
+    Special values follow IEEE 754 for the exact product: with finite a and b
+    the product is finite (even where ``a * b`` overflows float64), so an
+    infinite or NaN c is the result; Inf * 0 is NaN.
     """
     a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, c)))
     shape = a.shape
@@ -309,6 +317,14 @@ def exact_fma(a, b, c, exact_product_in_float64=False):
         hazard = finite_in & (((aa != 0) & (ab != 0) & ((np.abs(p) < _TINY) | (aa >= _BIG)
                                                          | (ab >= _BIG)))
                               | ~fin | (ac >= _BIG) | ~np.isfinite(p))
+        # Inf / NaN operands: a finite a*b (exact, whatever fl(a*b) did) plus an infinite
+        # or NaN c is c; an Inf factor makes a*b exact in float64 (Inf, or NaN for Inf * 0)
+        special = ~finite_in
+        if special.any():
+            c_only = np.isfinite(aa) & np.isfinite(ab)
+            t = np.where(special, np.where(c_only, c, a * b + c), t)
+            if cls is not None:
+                cls = np.where(special, 0, cls).astype(np.uint8)
     t, cls = _fix_slow(t, cls, hazard, _slow_fma, a, b, c)
     return t.reshape(shape), (None if cls is None else cls.reshape(shape))
 
