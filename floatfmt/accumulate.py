@@ -75,14 +75,16 @@ def _round_add(acc, term, actx):
         over = np.isinf(s) & np.isfinite(acc) & np.isfinite(term)
     cls = None
     t = s
+    fine = actx.fine  # stochastic rounding needs the remainder, not only its class
+    dtype = np.int64 if fine else np.uint8
     if over.any():
-        cls = np.where(over, 3, 0).astype(np.uint8)
+        cls = np.where(over, eft._R_PAST if fine else 3, 0).astype(dtype)
     if idx.size:
         t = np.array(s, np.float64, copy=True)
         if cls is None:
-            cls = np.zeros(t.shape, np.uint8)
+            cls = np.zeros(t.shape, dtype)
         tf, cf = t.reshape(-1), cls.reshape(-1)
-        ts, cs = eft.to_sticky(s.reshape(-1)[idx], e.reshape(-1)[idx])
+        ts, cs = eft.to_sticky(s.reshape(-1)[idx], e.reshape(-1)[idx], fine=fine)
         tf[idx] = ts
         cf[idx] = cs
     if actx.mode == "down" or not actx.fmt.has_nan:
@@ -173,7 +175,8 @@ def _exact_sum_axis0(T, octx):
     q = ex.astype(np.int64) - 53
     nz = M != 0
     out = np.zeros(m)
-    cls = np.zeros(m, np.uint8)
+    fine = octx.fine
+    cls = np.zeros(m, np.int64 if fine else np.uint8)
     if nz.any():
         qmin = int(q[nz].min())
         b = np.where(nz, q - qmin, 0)
@@ -203,7 +206,7 @@ def _exact_sum_axis0(T, octx):
         limbs16 = L.astype(np.uint16)  # every limb now in 0..65535
         for j in np.flatnonzero(L.any(0)):
             N = int.from_bytes(limbs16[:, j].tobytes(), "little")
-            out[j], cls[j] = eft.int_to_sticky(-N if neg[j] else N, qmin)
+            out[j], cls[j] = eft.int_to_sticky(-N if neg[j] else N, qmin, fine)
     zero = out == 0
     zero &= cls == 0
     # IEEE zero of an exact zero sum (as every order of additions gives it): -0 when all
@@ -211,7 +214,7 @@ def _exact_sum_axis0(T, octx):
     neg_zero = ~all_poszero if octx.mode == "down" else all_negzero
     out[zero] = np.where(neg_zero[zero], -0.0, 0.0)
     out = np.where(has_nan, np.nan, np.where(inf_val != 0, inf_val, out))
-    cls = np.where(np.isfinite(out), cls, 0).astype(np.uint8)
+    cls = np.where(np.isfinite(out), cls, 0).astype(cls.dtype)
     _check_invalid(out, octx, "sum")
     return octx.round(out, cls).reshape(rest)
 
@@ -317,9 +320,9 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
             for k in range(n):
                 a, b = np.broadcast_arrays(xk(k), yk(k))
                 if acc is None:
-                    t, cls = eft.exact_product(a, b)
+                    t, cls = eft.exact_product(a, b, fine=actx.fine)
                 else:
-                    t, cls = eft.exact_fma(a, b, acc)
+                    t, cls = eft.exact_fma(a, b, acc, fine=actx.fine)
                     if (t == 0).any():  # exact_fma gives +0: signs as for p + acc
                         p = np.where((a == 0) | (b == 0),
                                      np.where(np.signbit(a) ^ np.signbit(b), -0.0, 0.0), 1.0)
@@ -330,7 +333,7 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
         if order == "exact":
             return _exact_products_slow(xk, yk, n, out_shape, octx)
         T = np.stack([np.broadcast_to(actx.round(*eft.exact_product(*np.broadcast_arrays(
-            xk(k), yk(k)))), out_shape) for k in range(n)])
+            xk(k), yk(k)), fine=actx.fine)), out_shape) for k in range(n)])
         return _reduce(T, actx, order, block, octx)
     with np.errstate(invalid="ignore", over="ignore"):
         if order in ("sequential", "kahan"):
@@ -359,7 +362,7 @@ def _exact_products_slow(xk, yk, n, out_shape, octx):
     rows = [np.broadcast_to(yk(k), out_shape).reshape(-1) for k in range(n)]
     m = cols[0].size if n else 0
     t = np.zeros(m)
-    cls = np.zeros(m, np.uint8)
+    cls = np.zeros(m, np.int64 if octx.fine else np.uint8)
     for j in range(m):
         pairs = [(float(cols[k][j]), float(rows[k][j])) for k in range(n)]
         special = _special_dot(pairs)
@@ -372,7 +375,7 @@ def _exact_products_slow(xk, yk, n, out_shape, octx):
                      for a, b in pairs]
             t[j] = _zero_sum_sign(zeros, octx.mode)
         else:
-            t[j], cls[j] = eft.fraction_to_sticky(fr)
+            t[j], cls[j] = eft.fraction_to_sticky(fr, octx.fine)
     _check_invalid(t, octx, "dot")
     return octx.round(t, cls).reshape(out_shape)
 

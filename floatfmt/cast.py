@@ -37,7 +37,7 @@ def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=
                               np.copysign(np.fmod(np.abs(values), float(1 << fmt.bits)), values),
                               values)
     return round_values(values, fmt, mode, policy, ftz=bool(ftz), daz_below=daz_below,
-                        rng=rng, sr_bits=sr_bits, sticky=ex.sticky)
+                        rng=rng, sr_bits=sr_bits, sticky=ex.sticky, resid=ex.resid)
 
 
 def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,

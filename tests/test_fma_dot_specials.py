@@ -119,7 +119,9 @@ def ref_dot(a, b, acc, order, mode, block=2):
 
 
 def same(x, y):
-    return (math.isnan(x) and math.isnan(y)) or (x == y and math.copysign(1, x) == math.copysign(1, y))
+    if math.isnan(x) or math.isnan(y):
+        return math.isnan(x) and math.isnan(y)
+    return x == y and math.copysign(1, x) == math.copysign(1, y)
 
 
 def vectors(n, count, seed):
