@@ -70,14 +70,15 @@ def _round_add(acc, term, actx):
         s = acc + term
         bb = s - acc
         e = (acc - (s - bb)) + (term - bb)
-        idx = np.flatnonzero((e != 0) & np.isfinite(e))
+        fin_e = np.isfinite(e)
+        idx = np.flatnonzero((e != 0) & fin_e)
         # finite operands whose float64 sum overflows: a finite value past the range
-        over = np.isinf(s) & np.isfinite(acc) & np.isfinite(term)
+        over = None if fin_e.all() else np.isinf(s) & np.isfinite(acc) & np.isfinite(term)
     cls = None
     t = s
     fine = actx.fine  # stochastic rounding needs the remainder, not only its class
     dtype = np.int64 if fine else np.uint8
-    if over.any():
+    if over is not None and over.any():
         cls = np.where(over, eft._R_PAST if fine else 3, 0).astype(dtype)
     if idx.size:
         t = np.array(s, np.float64, copy=True)
