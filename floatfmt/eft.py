@@ -31,7 +31,7 @@ from .exact import _fraction_rz, _resid
 
 __all__ = ["two_sum", "split", "two_prod", "to_sticky", "exact_sum", "exact_product",
            "exact_fma", "exact_quotient", "exact_sqrt", "fraction_to_sticky", "int_to_sticky",
-           "product_is_exact"]
+           "product_is_exact", "resid_slack"]
 
 _SPLITTER = 134217729.0  # 2**27 + 1
 _BIG = 2.0 ** 995  # above this Veltkamp's split can overflow
@@ -455,7 +455,21 @@ def _sqrt_resid(x: float, t: float) -> int:
     return (root - tscaled) | 1
 
 
-def exact_sqrt(x, fine=False):
+def resid_slack(fmt) -> int:
+    """How many low bits of a ``resid`` rounding to ``fmt`` never reads.
+
+    ``round_values`` reads resid only through ``R >> (shift + 1)`` (rounded up)
+    and ``R >> (54 - N + shift)`` (``sr_bits = N <= 52``), where shift =
+    log2(quantum / float64 ulp) is at least 52 - mbits for a float format (the
+    quantum of a value is at least 2**(52 - mbits) of its float64 ulp) and at
+    least 53 - bits for an integer format of up to 53 bits.  A resid known only
+    to a multiple of 2**g, with g at most this, rounds the same."""
+    if fmt.kind == "int":
+        return max(0, 53 - fmt.bits)
+    return max(0, 52 - fmt.mbits)
+
+
+def exact_sqrt(x, fine=False, slack=0):
     """Exact ``sqrt(x)`` as ``(t, cls)`` for float64 x.
 
     q = fl(sqrt(x)); the residual x - q*q is computed exactly (TwoProd), its
@@ -464,7 +478,12 @@ def exact_sqrt(x, fine=False):
     power of two first (exact for square roots).  sqrt(-0) = -0,
     sqrt(negative) = NaN, sqrt(+Inf) = +Inf.  ``fine``: the second array is the
     int64 ``resid`` (see ``to_sticky``), from an integer square root per inexact
-    element (exact, slower).
+    element (exact, slower).  ``slack = g >= 6`` (see ``resid_slack``) asks for
+    resid only to a multiple of 2**g, for rounding to a narrower format: it is
+    then read from the float64 estimate 2**54 (|r| / 2q) / ulp(t) (error below 16
+    units of 2**-54 ulp), as the midpoint of its 2**g-cell, wherever the estimate
+    is farther than 16 units from the cell's edges; the other elements (and
+    ``g < 6``) take the integer square root.
     """
     x = np.asarray(x, np.float64)
     shape = x.shape
@@ -489,6 +508,23 @@ def exact_sqrt(x, fine=False):
     t = np.where(small, t * 2.0 ** -500, np.where(large, t * 2.0 ** 50, t))
     if fine and cls is not None:
         cls = cls.astype(np.int64)
-        for i in np.flatnonzero(inexact):
+        slow = inexact
+        if slack >= 6:
+            i = np.flatnonzero(inexact)
+            qi, ri = q[i], r[i]
+            with np.errstate(all="ignore"):
+                h = np.abs(ri) / (2.0 * qi)  # sqrt(xs) - q = r / (sqrt(xs) + q), ~ r / 2q
+                beyond = ri > 0
+                unit = np.where(beyond, np.spacing(qi), qi - np.nextafter(qi, 0.0))
+                W = np.ldexp(h, 54 - (np.frexp(unit)[1] - 1))
+                W = np.where(beyond, W, 2.0 ** 54 - W)  # short: the root is t + unit - h
+                cell = float(1 << slack)
+                off = np.fmod(W, cell)
+                sure = (off > 16.0) & (off < cell - 16.0)
+            ks = i[sure]
+            cls[ks] = (np.floor(W[sure] / cell).astype(np.int64) << slack) + (1 << (slack - 1))
+            slow = np.zeros(x.shape, bool)
+            slow[i[~sure]] = True
+        for i in np.flatnonzero(slow):
             cls[i] = _sqrt_resid(float(x[i]), float(t[i]))
     return t.reshape(shape), (None if cls is None else cls.reshape(shape))

@@ -472,7 +472,7 @@ def sqrt(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
 
 def _sqrt_impl(ctx, a):
     x, sx = _operand(a, ctx)
-    t, cls = eft.exact_sqrt(x, ctx.fine)
+    t, cls = eft.exact_sqrt(x, ctx.fine, eft.resid_slack(ctx.fmt) if ctx.fine else 0)
     _check_invalid(t, ctx, "sqrt")
     return ctx.round(t, cls), sx
 

@@ -358,3 +358,26 @@ def test_int_and_fraction_resid_are_exact():
         if math.isfinite(t2) and fr != 0:
             bad += R2 != resid_oracle(fr, t2)
     assert bad == 0
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "bf16", "fp16", "fp8_e4m3", "int8", "tf32"])
+def test_sqrt_coarse_resid_agrees_with_the_integer_root(fmt):
+    """exact_sqrt(slack=g) reads resid from a float64 estimate where that is safe: it must
+    agree with the integer square root on every bit above the g low ones, and the
+    stochastic results it gives must be the replayed rule's."""
+    from floatfmt import eft
+    f = ff.get_format(fmt)
+    g = eft.resid_slack(f)
+    x = np.abs(_edge_values(20000, 4))
+    x[:2000] = np.ldexp(np.arange(1, 2001, dtype=np.float64) ** 2 + 1, -10)  # near squares
+    _, exact = eft.exact_sqrt(x, fine=True)
+    _, coarse = eft.exact_sqrt(x, fine=True, slack=g)
+    assert np.array_equal(exact >> g, coarse >> g)
+    if f.kind == "float":
+        a = ff.cast(np.abs(_operands(fmt, 1500, 7, spread=5)), fmt)
+        got = ff.sqrt(a, fmt, "sr", rng=31)
+        import gmpy2
+        with gmpy2.context(gmpy2.get_context(), precision=300):
+            roots = [Fraction(gmpy2.mpq(gmpy2.sqrt(gmpy2.mpfr(v)))) for v in a]
+        want = _expected(roots, fmt, _draws(31, a.size, None), None)
+        assert int(np.sum(got != want)) == 0
