@@ -79,9 +79,10 @@ def _round_add(acc, term, actx):
     fine = actx.fine  # stochastic rounding needs the remainder, not only its class
     dtype = np.int64 if fine else np.uint8
     if over is not None and over.any():
-        cls = np.where(over, eft._R_PAST if fine else 3, 0).astype(dtype)
+        cls = np.ascontiguousarray(np.where(over, eft._R_PAST if fine else 3, 0), dtype)
     if idx.size:
-        t = np.array(s, np.float64, copy=True)
+        # C order: s may follow strided operands' layout, and reshape(-1) must be a view
+        t = np.array(s, np.float64, order="C", copy=True)
         if cls is None:
             cls = np.zeros(t.shape, dtype)
         tf, cf = t.reshape(-1), cls.reshape(-1)
@@ -215,7 +216,9 @@ def _exact_sum_axis0(T, octx):
     neg_zero = ~all_poszero if octx.mode == "down" else all_negzero
     out[zero] = np.where(neg_zero[zero], -0.0, 0.0)
     out = np.where(has_nan, np.nan, np.where(inf_val != 0, inf_val, out))
-    cls = np.where(np.isfinite(out), cls, 0).astype(cls.dtype)
+    # Inf / NaN terms give exact specials; an Inf from int_to_sticky is a finite sum past
+    # the float64 range and keeps its class (so toward_zero etc. can give max)
+    cls = np.where(has_nan | (inf_val != 0), 0, cls).astype(cls.dtype)
     _check_invalid(out, octx, "sum")
     return octx.round(out, cls).reshape(rest)
 

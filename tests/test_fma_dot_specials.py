@@ -180,3 +180,38 @@ def test_dot_example_from_the_issue():
     a, b = [1.0, 1e308], [-math.inf, 10.0]  # -inf first, then a product past float64
     for order in ("exact", "sequential"):
         assert ff.dot(a, b, "fp64", acc_fmt="fp64", order=order) == -math.inf
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_sum_huge_and_special_matches_reference(order):
+    """sum: partial sums of finite fp64 terms may pass the float64 range (then the
+    mode decides between max and Inf, as for any finite value past max)."""
+    bad, total = [], 0
+    for n in (2, 3, 4, 5):
+        A, _ = vectors(n, 60, seed=10 + n)
+        for mode in MODES:
+            r = ff.sum(A, "fp64", order=order, axis=1, rounding=mode, block=2)
+            for i in range(A.shape[0]):
+                want = ref_dot(A[i].tolist(), [1.0] * n, "fp64", order, mode)
+                total += 1
+                if not same(float(r[i]), want):
+                    bad.append((mode, A[i].tolist(), float(r[i]), want))
+    assert not bad, f"{len(bad)} of {total} mismatches, e.g. {bad[:3]}"
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_batched_sums_equal_row_sums(order):
+    """Summing along an axis (strided partial sums) gives each row's own sum: the
+    remainder of an inexact float64 partial sum was written into a copy when numpy
+    laid the partial sums out in Fortran order, so it was lost."""
+    g = np.random.default_rng(3)
+    A = np.ldexp(g.uniform(1, 2, (40, 6)) * g.choice([-1.0, 1.0], (40, 6)),
+                 g.integers(-120, 120, (40, 6)))
+    A = ff.cast(A, "fp32")
+    for mode in MODES:
+        for acc in ("fp32", "bf16"):
+            r = ff.sum(A, "fp32", acc_fmt=acc, order=order, axis=1, rounding=mode, block=2)
+            rows = [ff.sum(A[i], "fp32", acc_fmt=acc, order=order, rounding=mode, block=2)
+                    for i in range(A.shape[0])]
+            bad = [i for i in range(A.shape[0]) if not same(float(r[i]), rows[i])]
+            assert not bad, f"{order} {mode} acc={acc}: rows {bad[:5]} differ"
