@@ -699,7 +699,8 @@ def _round_int(v, frac, narrow, scale, zp, qmin, qmax, mode, rng):
 
 
 def _round_float(v, frac, sticky, narrow, scale, elem, mode, overflow, rng):
-    if np.ndim(scale) == 0 and float(scale) == 1.0:
+    class_only = mode == "stochastic" and sticky is not None and sticky.dtype != np.int64
+    if np.ndim(scale) == 0 and float(scale) == 1.0 and not (class_only and frac is not None):
         return round_values(v, elem, mode, overflow, rng=rng, **_rem(sticky))
     yq, yst = _exact_quotient(v, frac, scale, narrow, elem, mode == "stochastic")
     return round_values(yq, elem, mode, overflow, rng=rng, **_rem(yst))
