@@ -38,7 +38,7 @@ import numpy as np
 from .cast import cast
 from .codec import values_to_codes
 from .eft import exact_product, exact_quotient
-from .exact import _fraction_rz, to_exact, to_fraction
+from .exact import _fraction_rz, _resid, to_exact, to_fraction
 from .formats import Format, get_format
 from .rounding import make_rng, resolve_mode, round_values
 
@@ -89,10 +89,19 @@ def _choice(kind, value, valid):
 # ---------------------------------------------------------------------------------------------
 # exact quotients and products, handed to the rounding routine with their remainder class
 
-def _exact_product(a, b):
-    """(truncated float64, remainder class or None) of the exact products ``a * b``."""
-    t, cls = exact_product(a, b)
+def _exact_product(a, b, fine=False):
+    """(truncated float64, remainder class or None) of the exact products ``a * b``
+    (``fine``: the int64 remainder itself, which stochastic rounding needs)."""
+    t, cls = exact_product(a, b, fine=fine)
     return t, (cls if cls is not None and cls.any() else None)
+
+
+def _rem(st):
+    """round_values keyword for a remainder from this module: an int64 array is a
+    ``resid`` (stochastic rounding), a uint8 one a class."""
+    if st is not None and st.dtype == np.int64:
+        return {"resid": st}
+    return {"sticky": st}
 
 
 def _sig_bits_at_most(s, bits):
@@ -102,8 +111,10 @@ def _sig_bits_at_most(s, bits):
     return bool(np.all(np.ldexp(m, bits) == np.trunc(np.ldexp(m, bits))))
 
 
-def _exact_quotient(v, exact, s, narrow, target: Format):
-    """(truncated float64, remainder class or None) of the exact quotients ``v / s``.
+def _exact_quotient(v, exact, s, narrow, target: Format, fine=False):
+    """(truncated float64, remainder class or None) of the exact quotients ``v / s``
+    (``fine``: the int64 remainder itself instead of its class, for stochastic
+    rounding, which also rules out the shortcut for narrow inputs).
 
     ``s > 0``.  Cases, cheapest first:
 
@@ -123,18 +134,21 @@ def _exact_quotient(v, exact, s, narrow, target: Format):
     with np.errstate(all="ignore"):
         d = v / s
     if exact is not None:
-        vals, cls = np.array(d, np.float64), np.zeros(d.shape, np.uint8)
+        vals, cls = np.array(d, np.float64), np.zeros(d.shape, np.int64 if fine else np.uint8)
         fb, sb, vb = np.broadcast_arrays(exact, s, v)
         for i in np.ndindex(d.shape):
             if math.isfinite(vb[i]) and math.isfinite(sb[i]):
-                vals[i], cls[i] = _fraction_rz(to_fraction(fb[i]) / Fraction(float(sb[i])))
+                fr = to_fraction(fb[i]) / Fraction(float(sb[i]))
+                vals[i], cls[i] = _fraction_rz(fr)
+                if fine and cls[i]:
+                    cls[i] = _resid(fr, vals[i])
         return vals, (cls if cls.any() else None)
     m, _ = np.frexp(s)
     if np.all((m == 0.5) | ~np.isfinite(s)):
         return d, None
-    if narrow and target.precision_bits <= 20 and _sig_bits_at_most(s, 30):
+    if narrow and not fine and target.precision_bits <= 20 and _sig_bits_at_most(s, 30):
         return d, None
-    t, cls = exact_quotient(v, s)
+    t, cls = exact_quotient(v, s, fine=fine)
     return t, (cls if cls is not None and cls.any() else None)
 
 
@@ -610,9 +624,9 @@ def _quantize_mx(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
         st = None if st_rows is None else st_rows[i:i + _CHUNK_ROWS]
         qi = q[i:i + _CHUNK_ROWS]
         if not fake and not shift:
-            round_values(y, elem, mode, "saturate", rng=rng, sticky=st, out=qi)
+            round_values(y, elem, mode, "saturate", rng=rng, **_rem(st), out=qi)
         else:
-            r = round_values(y, elem, mode, "saturate", rng=rng, sticky=st, out=rbuf[:nb])
+            r = round_values(y, elem, mode, "saturate", rng=rng, **_rem(st), out=rbuf[:nb])
             if not fake:
                 np.multiply(r, 2.0 ** -shift, out=qi)
             elif out_dtype == np.float32:
@@ -677,8 +691,9 @@ def _quantize_nvfp4(v, frac, narrow, axis, mode, rng, tensor_scale=None):
     denom = bscale * ts  # E4M3 (4 bits) * fp32 (24 bits): exact
     zero = denom == 0
     frows = None if frac is None else _blocks(frac, axis, _NV_BLOCK)[0]
-    yq, yst = _exact_quotient(rows, frows, np.where(zero, 1.0, denom)[:, None], narrow, elem)
-    q = round_values(yq, elem, mode, "saturate", rng=rng, sticky=yst)
+    yq, yst = _exact_quotient(rows, frows, np.where(zero, 1.0, denom)[:, None], narrow, elem,
+                              mode == "stochastic")
+    q = round_values(yq, elem, mode, "saturate", rng=rng, **_rem(yst))
     q[zero] = 0.0
     return QuantizedTensor(
         elements=_unblock(q, meta, axis, _NV_BLOCK), scale=_scale_layout(bscale, meta, axis),
@@ -755,9 +770,10 @@ def _fp32_scale(raw, pow2):
 
 
 def _round_int(v, frac, narrow, scale, zp, qmin, qmax, mode, rng):
-    yq, yst = _exact_quotient(v, frac, scale, narrow, _ROUND_INT)
+    yq, yst = _exact_quotient(v, frac, scale, narrow, _ROUND_INT, mode == "stochastic")
     own = isinstance(yq, np.ndarray) and yq is not v and yq.flags.writeable  # a fresh quotient
-    n = round_values(yq, _ROUND_INT, mode, "saturate", rng=rng, sticky=yst, out=yq if own else None)
+    n = round_values(yq, _ROUND_INT, mode, "saturate", rng=rng, **_rem(yst),
+                     out=yq if own else None)
     if np.any(zp):
         if np.broadcast_shapes(np.shape(zp), n.shape) == n.shape:
             n += zp
@@ -770,10 +786,11 @@ def _round_int(v, frac, narrow, scale, zp, qmin, qmax, mode, rng):
 
 
 def _round_float(v, frac, sticky, narrow, scale, elem, mode, overflow, rng):
-    if np.ndim(scale) == 0 and float(scale) == 1.0:
-        return round_values(v, elem, mode, overflow, rng=rng, sticky=sticky)
-    yq, yst = _exact_quotient(v, frac, scale, narrow, elem)
-    return round_values(yq, elem, mode, overflow, rng=rng, sticky=yst)
+    class_only = mode == "stochastic" and sticky is not None and sticky.dtype != np.int64
+    if np.ndim(scale) == 0 and float(scale) == 1.0 and not (class_only and frac is not None):
+        return round_values(v, elem, mode, overflow, rng=rng, **_rem(sticky))
+    yq, yst = _exact_quotient(v, frac, scale, narrow, elem, mode == "stochastic")
+    return round_values(yq, elem, mode, overflow, rng=rng, **_rem(yst))
 
 
 def _mse_search(v, fmt, granularity, axis, symmetric, narrow_range, pow2, narrow, mode, rng,
@@ -1016,7 +1033,7 @@ def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentil
             v, st = x, None  # blocks are converted to float64 chunk by chunk
         else:
             ex = to_exact(x)
-            v, st = ex.values, ex.sticky
+            v, st = ex.values, (ex.resid if mode == "stochastic" else ex.sticky)
         ax = _norm_axis(-1 if axis is None else axis, v.ndim, "MX quantisation")
         return _quantize_mx(v, st, f, ax, sr, mode, rng, fake=fake)
     if (fake and kind == "int" and isinstance(x, np.ndarray) and x.dtype == np.float32
@@ -1097,7 +1114,8 @@ def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentil
     else:
         sc = _given(scale, "scale", v, ax)
     ov = overflow if overflow is not None else None
-    r = _round_float(v, frac, ex.sticky, narrow, sc, f, mode, ov, rng)
+    r = _round_float(v, frac, ex.resid if mode == "stochastic" else ex.sticky, narrow, sc, f,
+                     mode, ov, rng)
     return QuantizedTensor(r, sc, 0, f.name, f, granularity, ax, scheme=scheme)
 
 
@@ -1284,8 +1302,9 @@ def int_matmul(qa: QuantizedTensor, qb: QuantizedTensor, out_scale=None, out_zer
         so = _given(out_scale, "out_scale", exact, None)
         mq, mst = _exact_quotient(np.asarray(acc_scale, np.float64), None, so, False, _FP32)
         m = round_values(mq, _FP32, sticky=mst)
-        p, pst = _exact_product(acc.astype(np.float64), m)
-        n = round_values(p, _WIDE_INT, resolve_mode(rounding), "saturate", sticky=pst)
+        rmode = resolve_mode(rounding)
+        p, pst = _exact_product(acc.astype(np.float64), m, rmode == "stochastic")
+        n = round_values(p, _WIDE_INT, rmode, "saturate", **_rem(pst))
         qmin, qmax = (int(of.min), int(of.max)) if of.signed else (0, (1 << of.bits) - 1)
         n = np.clip(n + out_zero_point, qmin, qmax)
         res.out = QuantizedTensor(n, so, int(out_zero_point), of.name, of, "tensor", None,
