@@ -614,9 +614,13 @@ def _ranges(v, granularity, axis, calibration, percentile, symmetric):
     red = _reduce_axes(v.ndim, axis, granularity)
     kd = granularity == "channel"
     fin = np.where(np.isfinite(v), v, 0.0) if not np.isfinite(v).all() else v
+    if calibration == "percentile" and not (isinstance(percentile, (int, float))
+                                            and 0 < percentile <= 100):
+        raise ValueError(f"percentile must be in (0, 100], not {percentile!r}")
+    if fin.size == 0:  # no elements: the range of nothing is [0, 0], as for all zeros
+        zero = np.sum(fin, axis=red, keepdims=kd)  # +0 in the layout of the result
+        return zero, zero
     if calibration == "percentile":
-        if not (isinstance(percentile, (int, float)) and 0 < percentile <= 100):
-            raise ValueError(f"percentile must be in (0, 100], not {percentile!r}")
         if symmetric:
             hi = np.percentile(np.abs(fin), percentile, axis=red, keepdims=kd)
             return -hi, hi
@@ -694,6 +698,8 @@ def _mse_search(v, fmt, granularity, axis, symmetric, narrow_range, pow2, narrow
     """Clip range minimising the mean squared error of fake quantisation: try
     ``amax * t`` for ``grid`` values of t in [0.2, 1] (per channel independently)."""
     lo0, hi0 = _ranges(v, granularity, axis, "max", None, symmetric)
+    if v.size == 0:
+        return lo0, hi0  # no elements, no error to minimise: the range of nothing, [0, 0]
     red = _reduce_axes(v.ndim, axis, granularity)
     best_err = best_lo = best_hi = None
     for t in np.linspace(0.2, 1.0, grid):
