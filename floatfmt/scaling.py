@@ -1082,6 +1082,16 @@ class DelayedScaling:
     (``"most_recent"``).  Forward tensors use ``fwd_format`` (E4M3), gradients
     ``bwd_format`` (E5M2): TE's HYBRID format.  (TE's default window is 1024 steps.)
 
+    Non-finite and empty tensors follow TE's amax kernel and its
+    ``amax_and_scale_update``: ``amax(x)`` is the largest ``|x|`` over the elements
+    that are not NaN (NaN elements are skipped, as ``fmaxf`` skips them; an Inf makes
+    amax Inf; a tensor with no elements, or only NaN, has amax 0).  That amax enters
+    the window as it is, Inf included.  ``update`` keeps the previous scale whenever
+    ``amax_ref`` is not a finite positive number: after an Inf, for as long as the
+    Inf stays in the window under ``"max"`` (``history_len`` updates), and for one
+    update under ``"most_recent"``; after an all-zero or empty step while the
+    reference is 0.
+
     >>> ds = DelayedScaling(history_len=4)
     >>> q = ds.quantize("w", [1.0, -2.0, 896.0])   # scale 1: 896 saturates to 448
     >>> q.dequantize().tolist(), ds.update()["w"]
@@ -1125,8 +1135,7 @@ class DelayedScaling:
         fmt = self.formats[role]
         s = self.scale(name)
         v = np.asarray(to_exact(x).values)
-        fin = v[np.isfinite(v)]
-        amax = float(np.max(np.abs(fin))) if fin.size else 0.0
+        amax = float(np.fmax.reduce(np.abs(v), axis=None, initial=0.0))  # NaN skipped, Inf kept
         self._pending[name] = max(self._pending.get(name, 0.0), amax)
         q = quantize(x, fmt, scale=s, rounding=rounding, rng=rng)
         self.clip_fraction[name] = float(np.mean(np.abs(v) > fmt.max * s)) if v.size else 0.0
@@ -1139,7 +1148,7 @@ class DelayedScaling:
             h.append(amax)
             del h[:-self.history_len]
             ref = max(h) if self.algo == "max" else h[-1]
-            if ref > 0 and math.isfinite(ref):
+            if ref > 0 and math.isfinite(ref):  # else the previous scale stays (as TE)
                 fmt = self.formats[self._role[name]]
                 self._scale[name] = float(_fp32_scale(ref * 2.0 ** self.margin / fmt.max,
                                                       self.pow2_scale))
