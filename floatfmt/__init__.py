@@ -17,6 +17,7 @@ from .cast import cast
 from .codec import classify, decode, encode, next_down, next_up, ulp, values
 from .formats import Format, formats, get_format, register
 from .info import FormatInfo, info
+from .packing import pack, unpack
 from .rounding import MODES, OVERFLOWS
 
 # Bound eagerly (not lazily): the function shares its module's name, and a lazy
@@ -32,14 +33,17 @@ _LAZY = {
     "neg": "ops", "abs": "ops", "minimum": "ops", "maximum": "ops",
     "FPArray": "ops", "array": "ops", "scalar": "ops",
     "sum": "accumulate", "dot": "accumulate", "matmul": "accumulate",
-    "TensorCoreModel": "tensorcore", "tensorcore_models": "tensorcore",
+    "mma": "tensorcore", "TensorCoreModel": "tensorcore", "tensorcore_models": "tensorcore",
     # scaling and training
     "quantize": "scaling", "dequantize": "scaling", "fake_quant": "scaling",
     "int_matmul": "scaling", "DelayedScaling": "scaling", "LossScaler": "scaling",
     "compare_quantization": "scaling", "quantization_error": "scaling", "QuantizedTensor": "scaling", "master_weights_demo": "scaling",
+    # block-scaled FP8 GEMM recipes (DeepSeek-V3)
+    "recipe_matmul": "recipes", "BlockFP8Recipe": "recipes",
 }
 
 __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
+           "pack", "unpack",
            "Format", "FormatInfo", "formats", "get_format", "register", "info",
            "MODES", "OVERFLOWS", *_LAZY]
 

@@ -100,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
                        description="Compare recorded GPU outputs with floatfmt's predictions.")
     g.add_argument("dir", nargs="?", default=None, help="fixture folder (default: all committed)")
     g.add_argument("--show", type=int, default=5, help="mismatches to print per check")
+    g.add_argument("--measured", action=argparse.BooleanOptionalAction, default=None,
+                   help="also replay the published measured tensor-core data of "
+                        "tests/data/hardware (default: only when no DIR is given)")
     return p
 
 
@@ -122,7 +125,7 @@ def main(argv=None) -> int:
             cli_train(args.policy, args.steps)
         elif args.cmd == "gpu-report":
             from .gpu.compare import report_main
-            return report_main(args.dir, args.show)
+            return report_main(args.dir, args.show, args.measured)
         else:
             _parser().print_help()
             return 2

@@ -71,7 +71,7 @@ SCALE_ROUNDINGS = ("floor", "ceil", "even", "rceil")
 #: Calibration methods for integer and per-tensor float scales.
 CALIBRATIONS = ("max", "percentile", "mse")
 _SCHEMES = ("symmetric", "asymmetric")
-_GRANULARITIES = ("tensor", "channel")
+_GRANULARITIES = ("tensor", "channel", "group", "block")
 
 
 def _choice(kind, value, valid):
@@ -151,16 +151,21 @@ class QuantizedTensor:
         format's own units (integers for int formats, ``k / 64`` for MXINT8).
     scale : dequantisation multiplier(s).  Scalar per tensor; per channel an array
         broadcastable to the input; MX / NVFP4 one per block, with the blocked axis
-        replaced by the number of blocks.
+        replaced by the number of blocks; group-wise and 2-D blocks one per group or
+        block (the tile grid, ``ceil(shape / block_shape)``).
     zero_point : integer(s), same layout as ``scale`` (0 for symmetric and float formats).
     fmt : the quantisation format's name (``"int8"``, ``"fp8_e4m3"``, ``"mxfp4_e2m1"``, ``"nvfp4"``).
     element_format : the ``Format`` of the elements.
-    granularity : ``"tensor"``, ``"channel"`` or ``"block"``.
+    granularity : ``"tensor"``, ``"channel"``, ``"block"`` (MX / NVFP4), ``"group"``
+        (groups of ``block_size`` along ``axis``) or ``"block2d"`` (2-D blocks
+        ``block_size = (rows, cols)`` of the last two axes).
     axis : the channel axis, or the axis the blocks run along.
-    block_size : 32 (MX), 16 (NVFP4) or None.
+    block_size : 32 (MX), 16 (NVFP4), the group size, the 2-D block shape, or None.
     scale_codes : E8M0 codes (MX) or E4M3 codes (NVFP4) of the block scales, else None.
     tensor_scale : NVFP4's fp32 per-tensor scale (the block scales multiply it), else None.
     qmin, qmax : integer code range used (integer formats).
+    block_shape : group-wise and 2-D blocks: the tile, one size per dimension (a group
+        of 128 along axis 1 of a 2-D tensor is ``(1, 128)``); else None.
     """
 
     elements: np.ndarray
@@ -177,6 +182,7 @@ class QuantizedTensor:
     qmax: int | None = None
     scheme: str = "symmetric"
     _cache: dict = field(default_factory=dict)
+    block_shape: tuple | None = None
 
     @property
     def shape(self):
@@ -201,6 +207,8 @@ class QuantizedTensor:
     def _expand(self, a):
         """Per-block array -> per-element array (shape of the input)."""
         a = np.asarray(a, np.float64)
+        if self.block_shape is not None:
+            return a if a.ndim == 0 else _tile_expand(a, self.block_shape, self.elements.shape)
         if self.granularity != "block":
             return a
         axis = self.axis
@@ -214,9 +222,9 @@ class QuantizedTensor:
             out = _block_dequantize(self)
         else:
             e = self.elements
-            zp = np.asarray(self.zero_point, np.float64)
-            out = (e - zp) * np.asarray(self.scale, np.float64) if zp.any() else \
-                e * np.asarray(self.scale, np.float64)
+            zp = self._expand(np.asarray(self.zero_point, np.float64))  # group / 2-D block
+            sc = self._expand(np.asarray(self.scale, np.float64))  # grids: one per element
+            out = (e - zp) * sc if zp.any() else e * sc
         return out.astype(dtype, copy=False)
 
     def limits(self):
@@ -227,7 +235,7 @@ class QuantizedTensor:
         if self.tensor_scale is not None:
             s = s * self.tensor_scale
         if self.element_format.kind == "int" and self.fmt != "mxint8":
-            zp = np.asarray(self.zero_point, np.float64)
+            zp = self._expand(np.asarray(self.zero_point, np.float64))
             return (self.qmin - 0.5 - zp) * s, (self.qmax + 0.5 - zp) * s
         if self.fmt == "mxint8":
             top = (127 + 0.5) / 64
@@ -261,6 +269,85 @@ class QuantizedTensor:
         sdesc = f"scale={float(sc):.6g}" if sc.ndim == 0 else f"{sc.size} scales"
         return (f"QuantizedTensor({self.fmt}, shape={self.shape}, {g}, {sdesc}, "
                 f"{self.bits_per_element:.3g} bits/element)")
+
+    # -- packed storage (elements + scale codes), see floatfmt.packing ------------------------
+
+    def to_packed(self, bitorder="little"):
+        """The stored form of an MX or NVFP4 tensor: a ``floatfmt.packing.PackedTensor``
+        holding the element codes packed by ``ff.pack`` (blocks consecutive: the
+        blocked axis is moved last, C order) and one scale code a block (E8M0, or
+        E4M3 and the fp32 tensor scale for NVFP4).  ``QuantizedTensor.from_packed``
+        is the inverse; the rebuilt tensor dequantises to the same bits.
+
+        >>> q = quantize(np.linspace(-6, 6, 32), "mxfp4_e2m1")
+        >>> p = q.to_packed()
+        >>> p.elements.size, p.scales.tolist(), p.nbytes
+        (16, [127], 17)
+        """
+        from .packing import PackedTensor, pack
+        if self.granularity != "block":
+            raise ValueError(f"to_packed stores block-scaled tensors ({', '.join(MX_FORMATS)}, nvfp4), "
+                             f"not {self.fmt} per {self.granularity}; ff.pack(q.codes, fmt) packs "
+                             "element codes alone")
+        codes = np.moveaxis(self.codes, self.axis, -1)
+        data = pack(codes, self.element_format, bitorder=bitorder)  # checks bitorder
+        scales = np.moveaxis(np.asarray(self.scale_codes, np.uint8), self.axis, -1).reshape(-1)
+        return PackedTensor(self.fmt, tuple(self.shape), self.axis, self.block_size, data,
+                            scales.copy(), self.tensor_scale, bitorder.strip().lower())
+
+    @classmethod
+    def from_packed(cls, p) -> QuantizedTensor:
+        """Rebuild the ``QuantizedTensor`` of a ``PackedTensor`` (see ``to_packed``):
+        element values decoded from their codes (MXINT8: the int8 code / 64), block
+        scales from their codes (E8M0 ``c`` is ``2**(c - 127)``, 0xFF the NaN scale;
+        NVFP4: the E4M3 value).  Raises ``ValueError`` when the byte counts do not
+        match the shape.
+
+        >>> q = quantize(np.linspace(-6, 6, 40), "mxfp6_e3m2")
+        >>> r = QuantizedTensor.from_packed(q.to_packed())
+        >>> bool(np.array_equal(r.dequantize(), q.dequantize())), r.scale_codes.tolist()
+        (True, [125, 125])
+        """
+        from .codec import codes_to_values
+        from .packing import PackedTensor, unpack
+        if not isinstance(p, PackedTensor):
+            raise TypeError(f"from_packed needs a PackedTensor, not {type(p).__name__}")
+        if p.fmt in MX_FORMATS:
+            elem, bs = get_format(MX_FORMATS[p.fmt]), _MX_BLOCK
+        elif p.fmt == "nvfp4":
+            elem, bs = get_format("fp4_e2m1"), _NV_BLOCK
+        else:
+            raise ValueError(f"unknown packed block format {p.fmt!r}. Valid: {', '.join(MX_FORMATS)}, nvfp4.")
+        if p.block_size != bs:
+            raise ValueError(f"{p.fmt} blocks hold {bs} elements, not {p.block_size}")
+        shape = tuple(p.shape)
+        axis = _norm_axis(p.axis, len(shape), "from_packed")
+        moved = shape[:axis] + shape[axis + 1:] + (shape[axis],)
+        codes = np.moveaxis(unpack(p.elements, elem, moved, bitorder=p.bitorder), -1, axis)
+        nb = -(-shape[axis] // bs)
+        grid = moved[:-1] + (nb,)
+        sc = np.asarray(p.scales)
+        if sc.dtype != np.uint8:
+            raise TypeError(f"scales must be uint8 codes, not {sc.dtype}")
+        if sc.size != int(np.prod(grid, dtype=np.int64)):
+            raise ValueError(f"{sc.size} scale codes do not match shape {shape} of {p.fmt} "
+                             f"({int(np.prod(grid, dtype=np.int64))} blocks of {bs} along axis {axis})")
+        scodes = np.moveaxis(sc.reshape(grid), -1, axis)
+        values = codes_to_values(codes.astype(np.int64), elem)
+        if p.fmt == "mxint8":
+            values = np.ldexp(values, -_MXINT8_SHIFT)
+        if p.fmt == "nvfp4":
+            if p.tensor_scale is None:
+                raise ValueError("an nvfp4 PackedTensor needs its fp32 tensor_scale")
+            scale = codes_to_values(scodes.astype(np.int64), _E4M3)
+            ts = float(p.tensor_scale)
+        else:
+            ci = scodes.astype(np.int64)
+            scale = np.where(ci == 255, np.nan, np.ldexp(1.0, np.where(ci == 255, 0, ci - 127)))
+            ts = None
+        return cls(elements=values, scale=scale, zero_point=0, fmt=p.fmt, element_format=elem,
+                   granularity="block", axis=axis, block_size=bs, scale_codes=scodes.astype(np.uint8),
+                   tensor_scale=ts, scheme="symmetric")
 
 
 def _int_dtype(fmt: Format):
@@ -725,12 +812,135 @@ def _fake_with_range(v, fmt, lo, hi, symmetric, narrow_range, pow2, narrow, mode
 
 
 # ---------------------------------------------------------------------------------------------
+# group-wise and 2-D block scales: the per-tensor rules applied tile by tile
+
+def _is_int(n):
+    return isinstance(n, (int, np.integer)) and not isinstance(n, bool)
+
+
+def _tiled_request(kind, f, granularity, group_size, block):
+    """True for ``granularity="group"`` / ``"block"``; rejects ``group_size`` / ``block``
+    given with anything else (and with MX / NVFP4, whose blocks are fixed)."""
+    key = granularity.strip().lower() if isinstance(granularity, str) else granularity
+    if kind in ("mx", "nvfp4") and (key in ("group", "block") or group_size is not None
+                                    or block is not None):
+        name = f if isinstance(f, str) else f.name
+        raise ValueError(f"{name} has its own blocks ({_NV_BLOCK if kind == 'nvfp4' else _MX_BLOCK} "
+                         f"along axis); granularity={granularity!r}, group_size and block do not apply. "
+                         "Group-wise and 2-D block scaling take integer formats (int8 uint8 int4 uint4) "
+                         "and float formats (fp8_e4m3 fp8_e5m2 ...).")
+    if group_size is not None and key != "group":
+        raise ValueError(f"group_size={group_size!r} applies to granularity='group', not "
+                         f"granularity={granularity!r}")
+    if block is not None and key != "block":
+        raise ValueError(f"block={block!r} applies to granularity='block', not granularity={granularity!r}")
+    return key in ("group", "block")
+
+
+def _tile_shape(shape, granularity, group_size, block, axis):
+    """(tile: one size per dimension, normalised axis or None) of a group / block request."""
+    ndim = len(shape)
+    if granularity == "group":
+        if group_size is None:
+            raise ValueError("granularity='group' needs group_size= (elements per group, e.g. 32, 64 or 128)")
+        if not _is_int(group_size):
+            raise TypeError(f"group_size must be an integer, not {type(group_size).__name__}")
+        ax = _norm_axis(-1 if axis is None else axis, ndim, "group-wise quantisation")
+        n = shape[ax]
+        if not 0 < group_size <= n:
+            raise ValueError(f"group_size={group_size} is not a group of axis {ax} ({n} elements); "
+                             f"valid: 1..{n}")
+        tile = [1] * ndim
+        tile[ax] = int(group_size)
+        return tuple(tile), ax
+    if block is None:
+        raise ValueError("granularity='block' needs block=(rows, cols), e.g. block=(128, 128)")
+    if axis is not None:
+        raise ValueError(f"axis={axis!r} does not apply to granularity='block' (2-D blocks tile the "
+                         "last two axes); valid: axis=None")
+    if isinstance(block, (str, bytes)) or not hasattr(block, "__len__"):
+        raise TypeError(f"block must be a pair of integers (rows, cols), not {type(block).__name__}")
+    if len(block) != 2:
+        raise ValueError(f"block={tuple(block)!r} must be a pair (rows, cols), e.g. (128, 128)")
+    if not all(_is_int(b) for b in block):
+        raise TypeError(f"block must hold integers, not {tuple(type(b).__name__ for b in block)}")
+    if ndim < 2:
+        raise ValueError(f"granularity='block' needs an array of at least 2 dimensions, not {ndim}")
+    rows, cols = shape[-2:]
+    if not (0 < block[0] <= rows and 0 < block[1] <= cols):
+        raise ValueError(f"block={tuple(int(b) for b in block)} does not fit the last two dimensions "
+                         f"({rows}, {cols}); valid: 1..{rows} rows, 1..{cols} columns")
+    return (1,) * (ndim - 2) + (int(block[0]), int(block[1])), None
+
+
+def _tile_reduce(a, tile, fn):
+    """``fn`` (np.max or np.min) over each tile of ``a``, on the grid ``ceil(shape / tile)``;
+    partial edge tiles are padded with zeros first (the documented rule)."""
+    nt = tuple(-(-d // t) for d, t in zip(a.shape, tile))
+    pad = [(0, n * t - d) for n, t, d in zip(nt, tile, a.shape)]
+    if any(p for _, p in pad):
+        a = np.pad(a, pad)
+    a = a.reshape(tuple(x for n, t in zip(nt, tile) for x in (n, t)))
+    return fn(a, axis=tuple(range(1, 2 * len(tile), 2)))
+
+
+def _tile_expand(a, tile, shape):
+    """One value a tile (the grid) -> one value an element (``shape``)."""
+    for d, t in enumerate(tile):
+        if t > 1:
+            a = np.repeat(a, t, axis=d)
+    return a[tuple(slice(0, n) for n in shape)]
+
+
+def _quantize_tiled(v, frac, sticky, narrow, f, granularity, group_size, block, axis, symmetric,
+                    calibration, scale, zero_point, margin, pow2, narrow_range, mode, overflow, rng):
+    """Group-wise / 2-D block quantisation: each tile's range by ``calibration="max"``,
+    then the per-tensor scale rule of its format (``_int_params`` / ``_fp32_scale``),
+    then one rounding of every ``x / scale`` (``_round_int`` / ``_round_float``)."""
+    tile, ax = _tile_shape(v.shape, granularity, group_size, block, axis)
+    if calibration != "max":
+        raise ValueError(f"calibration={calibration!r} is not available with granularity="
+                         f"{granularity!r}; valid: max")
+    if zero_point is not None or not (scale is None or (isinstance(scale, str) and scale == "amax")):
+        raise ValueError(f"granularity={granularity!r} computes a scale{'' if symmetric else ' and zero point'} "
+                         f"per {granularity} from its elements; valid: scale=None (or 'amax'), "
+                         f"zero_point=None")
+    scheme = "symmetric" if symmetric else "asymmetric"
+    if f.kind != "int" and not symmetric:
+        raise ValueError(f"scheme={scheme!r} does not apply to float formats ({f.name}); valid: symmetric")
+    fin = v if np.isfinite(v).all() else np.where(np.isfinite(v), v, 0.0)
+    if symmetric:
+        hi = _tile_reduce(np.abs(fin), tile, np.max).astype(np.float64)
+        lo = -hi
+    else:
+        lo = _tile_reduce(fin, tile, np.min).astype(np.float64)
+        hi = _tile_reduce(fin, tile, np.max).astype(np.float64)
+    label = "group" if granularity == "group" else "block2d"
+    size = int(group_size) if granularity == "group" else tile[-2:]
+
+    def full(a):
+        return _tile_expand(np.asarray(a), tile, v.shape)
+
+    if f.kind == "int":
+        sc, zp, qmin, qmax = _int_params(lo, hi, f, symmetric, narrow_range, pow2)
+        if margin:
+            sc = _fp32_scale(np.asarray(sc) * 2.0 ** margin, pow2)
+        n = _round_int(v, frac, narrow, full(sc), full(zp), qmin, qmax, mode, rng)
+        return QuantizedTensor(n, sc, zp, f.name, f, label, ax, size, None, None, qmin, qmax,
+                               scheme, block_shape=tile)
+    sc = _fp32_scale(hi * 2.0 ** margin / f.max, pow2)
+    r = _round_float(v, frac, sticky, narrow, full(sc), f, mode, overflow, rng)
+    return QuantizedTensor(r, sc, 0, f.name, f, label, ax, size, scheme=scheme, block_shape=tile)
+
+
+# ---------------------------------------------------------------------------------------------
 # the public entry
 
 def quantize(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=None,
              calibration="max", percentile=99.99, rounding="nearest_even", scale=None,
              zero_point=None, margin=0, pow2_scale=False, narrow_range=None,
-             scale_rounding="floor", overflow="saturate", tensor_scale=None, rng=None):
+             scale_rounding="floor", overflow="saturate", tensor_scale=None, rng=None,
+             group_size=None, block=None):
     """Quantise ``x`` to ``fmt`` and return a ``QuantizedTensor`` (``.dequantize()``).
 
     Formats
@@ -754,7 +964,18 @@ def quantize(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=No
 
     Options
     -------
-    granularity : ``"tensor"`` or ``"channel"`` (one scale per index of ``axis``, default 0).
+    granularity : ``"tensor"``, ``"channel"`` (one scale per index of ``axis``, default 0),
+        ``"group"`` (one scale, and zero point, per ``group_size`` consecutive elements
+        along ``axis``, default -1: GPTQ / AWQ-style weight groups) or ``"block"`` (one per
+        2-D block ``block=(rows, cols)`` of the last two axes, e.g. ``(128, 128)``).  Each
+        group or block gets the per-tensor rule applied to its own elements (same scale
+        formula, the same single rounding of ``x / scale``); ``calibration="max"`` only.
+        When ``group_size`` (or a block side) does not divide its axis, the last group is
+        partial: its scale comes from the elements it has, which is what padding it with
+        zeros to full size gives (a zero never raises amax nor widens ``[min(lo, 0),
+        max(hi, 0)]``), as DeepSeek-V3 pads edge blocks.  A group or block larger than its
+        axis is an error.  Result: ``granularity="group"`` or ``"block2d"``, scales on the
+        grid of groups / blocks (``block_shape`` gives the tile).
     calibration : how the range is found: ``"max"``, ``"percentile"`` (of |x|, or of x
         at both ends for asymmetric), ``"mse"`` (clip range minimising the MSE).
     scale, zero_point : give them instead of calibrating (numbers, or per-channel arrays);
@@ -772,12 +993,16 @@ def quantize(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=No
     >>> q = quantize(np.arange(1.0, 33.0), "mxfp8_e4m3")
     >>> int(q.scale_codes[0]), q.dequantize()[-3:].tolist()
     (124, [30.0, 32.0, 32.0])
+    >>> q = quantize([[1.0, -2.0, 30.0, 40.0, 5.0]], "int8", granularity="group", group_size=2)
+    >>> q.codes.tolist(), q.scale.shape      # groups [1, -2], [30, 40], [5]
+    ([[64, -127, 95, 127, 127]], (1, 3))
     """
     return _quantize(x, fmt, False, scheme=scheme, granularity=granularity, axis=axis,
                      calibration=calibration, percentile=percentile, rounding=rounding,
                      scale=scale, zero_point=zero_point, margin=margin, pow2_scale=pow2_scale,
                      narrow_range=narrow_range, scale_rounding=scale_rounding,
-                     overflow=overflow, tensor_scale=tensor_scale, rng=rng)
+                     overflow=overflow, tensor_scale=tensor_scale, rng=rng,
+                     group_size=group_size, block=block)
 
 
 _RAW_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
@@ -785,8 +1010,9 @@ _RAW_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentile, rounding,
               scale, zero_point, margin, pow2_scale, narrow_range, scale_rounding, overflow,
-              tensor_scale, rng):
+              tensor_scale, rng, group_size=None, block=None):
     kind, f = _resolve_kind(fmt)
+    tiled = _tiled_request(kind, f, granularity, group_size, block)
     mode = resolve_mode(rounding)
     if mode == "stochastic":
         rng = make_rng(rng)
@@ -819,6 +1045,11 @@ def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentil
         narrow_range = symmetric
     if not isinstance(margin, (int, np.integer)) or isinstance(margin, bool):
         raise TypeError(f"margin must be an integer (a power of two), not {type(margin).__name__}")
+    if tiled:
+        q = _quantize_tiled(v, frac, None if kind == "int" else ex.sticky, narrow, f, granularity,
+                            group_size, block, axis, symmetric, calibration, scale, zero_point,
+                            margin, pow2_scale, narrow_range, mode, overflow, rng)
+        return q.dequantize() if fake else q
 
     if kind == "int":
         if scale is not None and not isinstance(scale, str):
@@ -1006,6 +1237,9 @@ def _matmul_operand(q, name, allowed_axis):
         raise ValueError(f"int_matmul multiplies integer-quantised tensors; {name} is {q.fmt}")
     if q.elements.ndim != 2:
         raise ValueError(f"int_matmul needs 2-D operands; {name} has shape {q.shape}")
+    if q.granularity in ("group", "block2d"):
+        raise ValueError(f"int_matmul needs scales that factor out of the sums (per tensor or per "
+                         f"channel); {name} has {q.granularity} scales")
     if q.granularity == "channel" and q.axis != allowed_axis:
         raise ValueError(f"per-channel scales of {name} must run along axis {allowed_axis} "
                          "(rows of A, columns of B) so they factor out of the sums")

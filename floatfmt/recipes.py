@@ -1,0 +1,183 @@
+"""Block-scaled FP8 GEMM recipes as data: DeepSeek-V3's FP8 training GEMM.
+
+DeepSeek-V3 (arXiv 2412.19437, sections 3.3.2 and 3.5.2; ``shared/reference``
+section 10) runs every Linear in FP8 E4M3 with fine-grained scales:
+
+1. activations ``x`` (M x K): one scale per 1 x 128 tile (a token's 128 channels),
+   ``quantize(x, "fp8_e4m3", granularity="group", group_size=128, axis=-1)``;
+2. weights ``w`` (K x N here, as ``ff.matmul`` takes them): one scale per 128 x 128
+   block, ``quantize(w, "fp8_e4m3", granularity="block", block=(128, 128))``;
+   a scale is ``amax / 448`` rounded once to fp32 (``pow2_scale``: rounded up to a
+   power of two, the ``ue8m0`` scales of DeepSeek's V3.1 config);
+3. the GEMM runs K in chunks of ``N_C = 128``: each chunk's FP8 products are summed
+   on the tensor core from a zero accumulator (``model``, the H100 / H800 FP8 unit
+   by default: steps of 32 products, 13 fraction bits, truncation), then the
+   chunk's partial sum is promoted to FP32 on the CUDA cores, multiplied by the
+   two scales and added to an FP32 accumulator.
+
+The promotion's arithmetic is a choice (the paper does not state it):
+
+* ``"separate"``: ``acc = fp32(acc + fp32(fp32(partial * s_a) * s_w))``, the
+  expression ``acc += dot(a, b) * a_s * b_s`` of DeepSeek-V3's ``inference/kernel.py``
+  evaluated as written (three roundings);
+* ``"fma"``: ``acc = fma(partial, fp32(s_a * s_w), acc)``, one scale product then a
+  fused multiply-add (what a compiler that contracts ``acc += s * partial`` gives).
+
+That each chunk restarts the tensor-core accumulator at zero is implied by the
+paper, not stated.  The activation scales of the inference kernel (``amax`` floored
+at 1e-4) and the paper's E5M6 caches are not modelled.
+
+    >>> import numpy as np, floatfmt as ff
+    >>> x = np.ones((1, 256)); w = np.full((256, 2), 0.5)     # exactly 128
+    >>> ff.recipe_matmul(x, w, "deepseek_v3").tolist()      # scales fp32(amax / 448)
+    [[128.00001525878906, 128.00001525878906]]
+    >>> r = get_recipe("deepseek_v3").replace(pow2_scale=True)  # power-of-two scales: exact
+    >>> ff.recipe_matmul(x, w, r).tolist()
+    [[128.0, 128.0]]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cast import cast
+from .ops import add, fma, mul
+from .scaling import QuantizedTensor, quantize
+from .tensorcore import get_model, tensorcore_product
+
+__all__ = ["BlockFP8Recipe", "RECIPES", "get_recipe", "recipe_matmul", "PROMOTIONS"]
+
+#: How a chunk's partial sum joins the FP32 accumulator (see the module docstring).
+PROMOTIONS = ("separate", "fma")
+
+
+@dataclass(frozen=True)
+class BlockFP8Recipe:
+    """A block-scaled FP8 GEMM recipe as data.
+
+    Fields
+    ------
+    name : e.g. ``"deepseek_v3"``.
+    fmt : element format of both operands (``"fp8_e4m3"``).
+    act_group : activation scales: one per ``act_group`` consecutive elements of a row
+        of ``x`` (1 x 128 tiles).
+    weight_block : weight scales: one per ``(rows, cols)`` block of ``w`` (K x N).
+    promote_every : ``N_C``, the products of K summed on the tensor core before the
+        partial sum goes to the FP32 accumulator; must divide ``act_group`` and
+        ``weight_block[0]`` (each chunk then has one scale per row and column).
+    model : the tensor-core model of the in-chunk sums (a preset name or a
+        ``TensorCoreModel`` taking ``fmt`` inputs).
+    promotion : ``"separate"`` or ``"fma"`` (unconfirmed; see the module docstring).
+    pow2_scale : round every scale up to a power of two (``ue8m0`` scales).
+    out_fmt : format of the output (``"fp32"``; ``"bf16"`` rounds the FP32 result once more).
+    description : free text (sources).
+    """
+
+    name: str
+    fmt: str = "fp8_e4m3"
+    act_group: int = 128
+    weight_block: tuple = (128, 128)
+    promote_every: int = 128
+    model: object = "h100"
+    promotion: str = "separate"
+    pow2_scale: bool = False
+    out_fmt: str = "fp32"
+    description: str = ""
+
+    def __post_init__(self):
+        for what, v in (("act_group", self.act_group), ("promote_every", self.promote_every)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{what} must be a positive integer, not {v!r}")
+        wb = self.weight_block
+        if (not isinstance(wb, tuple) or len(wb) != 2
+                or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in wb)):
+            raise ValueError(f"weight_block must be a pair of positive integers, not {wb!r}")
+        if self.act_group % self.promote_every or wb[0] % self.promote_every:
+            raise ValueError(f"promote_every={self.promote_every} must divide act_group={self.act_group} "
+                             f"and weight_block[0]={wb[0]} (one scale per row and column in each chunk)")
+        if self.promotion not in PROMOTIONS:
+            raise ValueError(f"unknown promotion {self.promotion!r}. Valid: {', '.join(PROMOTIONS)}.")
+        get_model(self.model, self.fmt)  # raises for a model without these inputs
+
+    def replace(self, **changes) -> "BlockFP8Recipe":
+        """A copy with some fields changed (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
+
+
+RECIPES = {
+    "deepseek_v3": BlockFP8Recipe(
+        name="deepseek_v3",
+        description="DeepSeek-V3 FP8 training GEMM (arXiv 2412.19437 sections 3.3.2, 3.5.2): E4M3 "
+                    "operands, 1x128 activation tiles, 128x128 weight blocks, amax/448 fp32 scales, "
+                    "FP32 promotion every 128 products of K on H800 (Hopper) tensor cores"),
+}
+
+
+def get_recipe(recipe) -> BlockFP8Recipe:
+    """A ``BlockFP8Recipe`` from a name in ``RECIPES`` (or the recipe itself)."""
+    if isinstance(recipe, BlockFP8Recipe):
+        return recipe
+    if not isinstance(recipe, str):
+        raise TypeError(f"recipe must be a name or a BlockFP8Recipe, not {type(recipe).__name__}")
+    key = recipe.strip().lower().replace("-", "_")
+    if key not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}. Valid: {', '.join(RECIPES)} (or a BlockFP8Recipe).")
+    return RECIPES[key]
+
+
+def _operands(x, w, r: BlockFP8Recipe):
+    x = np.asarray(x, np.float64) if not isinstance(x, np.ndarray) else x
+    w = np.asarray(w, np.float64) if not isinstance(w, np.ndarray) else w
+    if x.ndim != 2 or w.ndim != 2:
+        raise ValueError(f"recipe_matmul needs 2-D x (M x K) and w (K x N), not shapes {x.shape} and {w.shape}")
+    if x.shape[1] != w.shape[0]:
+        raise ValueError(f"recipe_matmul: shapes {x.shape} and {w.shape} do not align (K differs)")
+    K, N = w.shape
+    qa = quantize(x, r.fmt, granularity="group", group_size=min(r.act_group, K), axis=-1,
+                  pow2_scale=r.pow2_scale)
+    qw = quantize(w, r.fmt, granularity="block",
+                  block=(min(r.weight_block[0], K), min(r.weight_block[1], N)), pow2_scale=r.pow2_scale)
+    return qa, qw
+
+
+def recipe_matmul(x, w, recipe="deepseek_v3", *, quantized=None) -> np.ndarray:
+    """``x @ w`` (M x K times K x N) as a block-scaled FP8 recipe computes it.
+
+    Steps (see the module docstring): quantise ``x`` in 1 x ``act_group`` tiles and
+    ``w`` in ``weight_block`` blocks (``ff.quantize``, one rounding of each ``x / s``);
+    for each chunk of ``promote_every`` along K, the chunk's products through the
+    tensor-core ``model`` from a zero accumulator; then promotion into an FP32
+    accumulator (``promotion``); finally the output format.  Every operation is
+    rounded once by the rounding routine.  Operands shorter than a tile or block
+    use the whole axis.  ``quantized=(qa, qw)`` passes operands already quantised
+    the recipe's way (``QuantizedTensor``) instead of ``x`` and ``w``.
+
+    Returns float64 values of ``out_fmt``.
+    """
+    r = get_recipe(recipe)
+    if quantized is None:
+        qa, qw = _operands(x, w, r)
+    else:
+        qa, qw = quantized
+        if not (isinstance(qa, QuantizedTensor) and isinstance(qw, QuantizedTensor)):
+            raise TypeError("quantized must be a pair of QuantizedTensor (activations, weights)")
+    a, b = qa.elements, qw.elements
+    K = a.shape[1]
+    ga, (gk, gn) = qa.block_size, qw.block_size
+    model = get_model(r.model, r.fmt)
+    acc = np.zeros((a.shape[0], b.shape[1]))
+    sw_cols = np.repeat(np.asarray(qw.scale, np.float64), gn, axis=1)[:, :b.shape[1]]
+    for k0 in range(0, K, r.promote_every):
+        sl = slice(k0, k0 + r.promote_every)
+        partial, _ = tensorcore_product("matmul", a[:, sl], b[sl, :], r.fmt, model)
+        s_a = np.asarray(qa.scale, np.float64)[:, k0 // ga][:, None]
+        s_w = sw_cols[k0 // gk][None, :]
+        if r.promotion == "separate":
+            acc = add(acc, mul(mul(partial, s_a, "fp32"), s_w, "fp32"), "fp32")
+        else:
+            acc = fma(partial, mul(s_a, s_w, "fp32"), acc, "fp32")
+    acc = np.asarray(acc, np.float64)
+    return acc if r.out_fmt == "fp32" else np.asarray(cast(acc, r.out_fmt), np.float64)
