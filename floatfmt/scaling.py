@@ -847,7 +847,7 @@ def _tile_shape(shape, granularity, group_size, block, axis):
             raise TypeError(f"group_size must be an integer, not {type(group_size).__name__}")
         ax = _norm_axis(-1 if axis is None else axis, ndim, "group-wise quantisation")
         n = shape[ax]
-        if not 0 < group_size <= n:
+        if not (0 < group_size and (group_size <= n or n == 0)):  # an empty axis has no groups
             raise ValueError(f"group_size={group_size} is not a group of axis {ax} ({n} elements); "
                              f"valid: 1..{n}")
         tile = [1] * ndim
@@ -867,7 +867,8 @@ def _tile_shape(shape, granularity, group_size, block, axis):
     if ndim < 2:
         raise ValueError(f"granularity='block' needs an array of at least 2 dimensions, not {ndim}")
     rows, cols = shape[-2:]
-    if not (0 < block[0] <= rows and 0 < block[1] <= cols):
+    # a zero-length axis has no blocks, so any positive size fits it
+    if not all(0 < b and (b <= d or d == 0) for b, d in zip(block, (rows, cols))):
         raise ValueError(f"block={tuple(int(b) for b in block)} does not fit the last two dimensions "
                          f"({rows}, {cols}); valid: 1..{rows} rows, 1..{cols} columns")
     return (1,) * (ndim - 2) + (int(block[0]), int(block[1])), None

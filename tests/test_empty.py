@@ -29,6 +29,8 @@ from floatfmt.codec import codes_to_values, values_to_codes
 from floatfmt.exact import to_exact
 from floatfmt.formats import get_format
 from floatfmt.scaling import MX_FORMATS
+from floatfmt.packing import pack, packed_nbytes, unpack
+from floatfmt.recipes import recipe_matmul
 from floatfmt.tensorcore import fused_dot, get_model, tensorcore_models, tensorcore_product
 
 SHAPES = [(0,), (0, 3), (3, 0), (2, 0, 4), (0, 0)]
@@ -37,7 +39,8 @@ DTYPES = [np.float64, np.float32, np.float16, np.int64, np.int8, np.uint8, np.bo
 FMTS = ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "int8",
         "uint8", "e8m0"]
 
-PUBLIC_MODULES = ["cast", "codec", "ops", "accumulate", "tensorcore", "scaling", "info", "formats"]
+PUBLIC_MODULES = ["cast", "codec", "ops", "accumulate", "tensorcore", "scaling", "info", "formats",
+                  "packing", "recipes"]
 
 
 def _one(shape):
@@ -200,7 +203,26 @@ def _quant_options(fmt):
         opts = [{}, {"axis": 0}, {"scale_rounding": "ceil"}] if fmt != "nvfp4" else [{}, {"axis": 0}]
     else:
         opts += [{"granularity": "channel"}, {"scale": 2.0}]
+    if fmt in ("int8", "uint4", "fp8_e4m3", "fp8_e5m2"):  # group-wise and 2-D block scaling
+        opts += [{"granularity": "group", "group_size": 1}, {"granularity": "block", "block": (1, 1)}]
     return opts
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 3), (2, 0, 4), (0, 0)], ids=str)
+def test_empty_axis_takes_any_group_or_block(shape):
+    """A zero-length axis has no groups or blocks, so no size can misfit it (on a non-empty
+    axis a group or block larger than the axis stays an error)."""
+    x = np.zeros(shape)
+    for fmt in ("int8", "fp8_e4m3"):
+        if shape[-1] == 0:
+            q = ff.quantize(x, fmt, granularity="group", group_size=128)
+            assert q.dequantize().shape == shape
+        if len(shape) >= 2 and 0 in shape[-2:]:
+            q = ff.quantize(x, fmt, granularity="block", block=(128, 128) if 0 == shape[-2] == shape[-1]
+                            else tuple(128 if d == 0 else d for d in shape[-2:]))
+            assert q.dequantize().shape == shape
+        with pytest.raises(ValueError, match="group_size"):
+            ff.quantize(np.zeros(_one(shape)), fmt, granularity="group", group_size=128)
 
 
 def _quant_driver(shape, dtype):
@@ -344,6 +366,52 @@ def _codec_unary(name):
     return drive
 
 
+def _mma_driver(shape, dtype):
+    """D = A.B + C with no products is C (in the accumulator format), numpy's shape."""
+    if shape != (0,):
+        return
+    for model, fmt in _MODELS:
+        for sa, sb in [((3, 0), (0, 4)), ((0, 3), (3, 4)), ((3, 4), (4, 0)),
+                       ((2, 3, 0), (2, 0, 4))]:
+            want = np.matmul(np.ones(sa), np.ones(sb))
+            c = np.full(want.shape, 3.0)
+            r = ff.mma(_arr(sa, dtype), _arr(sb, dtype), c, fmt, model)
+            assert r.shape == want.shape and (r == 3.0).all(), (model, fmt, sa, sb)
+            r = ff.mma(_arr(sa, dtype), _arr(sb, dtype), 0.0, fmt, model)
+            assert r.shape == want.shape
+            _zeros(r)
+
+
+def _packing_driver(shape, dtype):
+    for fmt in ("fp4_e2m1", "fp6_e3m2", "fp8_e4m3", "int4", "uint8"):
+        f = get_format(fmt)
+        codes = np.zeros(shape, ff.codec.code_dtype(f))
+        for bitorder in ("little", "big"):
+            data = pack(codes, fmt, bitorder=bitorder)
+            ref = pack(np.zeros(_one(shape), codes.dtype), fmt, bitorder=bitorder)
+            assert data.shape == (0,) and data.dtype == ref.dtype
+            back = unpack(data, fmt, shape, bitorder=bitorder)
+            assert back.shape == shape and back.dtype == unpack(ref, fmt, _one(shape),
+                                                               bitorder=bitorder).dtype
+        assert packed_nbytes(0, fmt) == 0
+    for fmt in ("mxfp4_e2m1", "mxfp6_e3m2", "mxfp8_e4m3", "nvfp4"):
+        q = ff.quantize(_arr(shape, dtype), fmt)
+        p = q.to_packed()
+        assert p.elements.size == 0 and p.scales.size == q.scale_codes.size
+        back = type(q).from_packed(p)
+        assert back.dequantize().shape == shape
+
+
+def _recipe_driver(shape, dtype):
+    if shape != (0,):
+        return
+    for sx, sw in [((3, 0), (0, 4)), ((0, 256), (256, 4)), ((3, 128), (128, 0)), ((0, 0), (0, 0))]:
+        r = recipe_matmul(_arr(sx, dtype), _arr(sw, dtype))
+        ref = recipe_matmul(_arr(_one(sx), dtype), _arr(_one(sw), dtype))
+        assert r.shape == np.matmul(np.ones(sx), np.ones(sw)).shape and r.dtype == ref.dtype
+        _zeros(r)
+
+
 def _mx_exponent_driver(shape, dtype):
     from floatfmt.scaling import mx_shared_exponent
     _check_elementwise(lambda x: mx_shared_exponent(x), shape, dtype)
@@ -372,6 +440,10 @@ CASES = {
     "compare_quantization": _compare_quantization_driver,
     "DelayedScaling": _delayed_scaling_driver, "LossScaler": _loss_scaler_driver,
     "mx_shared_exponent": _mx_exponent_driver,
+    "mma": _mma_driver,
+    "pack": _packing_driver, "unpack": _packing_driver, "packed_nbytes": _packing_driver,
+    "PackedTensor": _packing_driver,
+    "recipe_matmul": _recipe_driver, "BlockFP8Recipe": _recipe_driver,
 }
 
 # Public names that take no array data, so "empty input" does not apply to them.
@@ -384,6 +456,8 @@ NO_ARRAY_INPUT = {
     "CALIBRATIONS": "a constant", "tensorcore_models": "no arguments",
     "code_dtype": "takes a Format", "promote_formats": "takes format names",
     "master_weights_demo": "takes scalars (a fixed demonstration)",
+    "C_ENTRIES": "a constant", "BITORDERS": "a constant", "RECIPES": "a constant",
+    "PROMOTIONS": "a constant", "get_recipe": "takes a recipe name",
 }
 
 
