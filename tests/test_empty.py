@@ -24,7 +24,7 @@ import pytest
 
 import floatfmt as ff
 from floatfmt.accumulate import ORDERS
-from floatfmt.cast import round_exact
+from floatfmt.cast import round_exact, rounding_decision
 from floatfmt.codec import codes_to_values, values_to_codes
 from floatfmt.exact import to_exact
 from floatfmt.formats import get_format
@@ -420,6 +420,8 @@ def _mx_exponent_driver(shape, dtype):
 CASES = {
     "cast": _cast_driver,
     "round_exact": _elementwise(lambda x: round_exact(to_exact(x), get_format("bf16"), "up")),
+    # one number only: an array, empty or not, is the same TypeError
+    "rounding_decision": _elementwise(lambda x: rounding_decision(x, "fp16")),
     "encode": _codec_unary("encode"),
     "decode": _codes_driver, "codes_to_values": _codes_driver, "values_to_codes": _codes_driver,
     "classify": _codec_unary("classify"),
