@@ -105,6 +105,8 @@ def _in_format(v: np.ndarray, fmt: Format) -> bool:
     values below the normal range on the subnormal grid."""
     if fmt.kind != "float" or fmt.mbits >= 52 or not fmt.signed or not fmt.zero:
         return False
+    if v.size == 0:
+        return True  # nothing to cast (and the reductions below have no identity)
     u = v.view(np.uint64)
     m = np.bitwise_and(u, _ABS)
     if m.max() > np.float64(fmt.max).view(np.uint64):

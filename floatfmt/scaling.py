@@ -716,9 +716,13 @@ def _ranges(v, granularity, axis, calibration, percentile, symmetric):
     red = _reduce_axes(v.ndim, axis, granularity)
     kd = granularity == "channel"
     fin = np.where(np.isfinite(v), v, 0.0) if not np.isfinite(v).all() else v
+    if calibration == "percentile" and not (isinstance(percentile, (int, float))
+                                            and 0 < percentile <= 100):
+        raise ValueError(f"percentile must be in (0, 100], not {percentile!r}")
+    if fin.size == 0:  # no elements: the range of nothing is [0, 0], as for all zeros
+        zero = np.sum(fin, axis=red, keepdims=kd)  # +0 in the layout of the result
+        return zero, zero
     if calibration == "percentile":
-        if not (isinstance(percentile, (int, float)) and 0 < percentile <= 100):
-            raise ValueError(f"percentile must be in (0, 100], not {percentile!r}")
         if symmetric:
             hi = np.percentile(np.abs(fin), percentile, axis=red, keepdims=kd)
             return -hi, hi
@@ -798,6 +802,8 @@ def _mse_search(v, fmt, granularity, axis, symmetric, narrow_range, pow2, narrow
     """Clip range minimising the mean squared error of fake quantisation: try
     ``amax * t`` for ``grid`` values of t in [0.2, 1] (per channel independently)."""
     lo0, hi0 = _ranges(v, granularity, axis, "max", None, symmetric)
+    if v.size == 0:
+        return lo0, hi0  # no elements, no error to minimise: the range of nothing, [0, 0]
     red = _reduce_axes(v.ndim, axis, granularity)
     best_err = best_lo = best_hi = None
     for t in np.linspace(0.2, 1.0, grid):
@@ -858,7 +864,7 @@ def _tile_shape(shape, granularity, group_size, block, axis):
             raise TypeError(f"group_size must be an integer, not {type(group_size).__name__}")
         ax = _norm_axis(-1 if axis is None else axis, ndim, "group-wise quantisation")
         n = shape[ax]
-        if not 0 < group_size <= n:
+        if not (0 < group_size and (group_size <= n or n == 0)):  # an empty axis has no groups
             raise ValueError(f"group_size={group_size} is not a group of axis {ax} ({n} elements); "
                              f"valid: 1..{n}")
         tile = [1] * ndim
@@ -878,7 +884,8 @@ def _tile_shape(shape, granularity, group_size, block, axis):
     if ndim < 2:
         raise ValueError(f"granularity='block' needs an array of at least 2 dimensions, not {ndim}")
     rows, cols = shape[-2:]
-    if not (0 < block[0] <= rows and 0 < block[1] <= cols):
+    # a zero-length axis has no blocks, so any positive size fits it
+    if not all(0 < b and (b <= d or d == 0) for b, d in zip(block, (rows, cols))):
         raise ValueError(f"block={tuple(int(b) for b in block)} does not fit the last two dimensions "
                          f"({rows}, {cols}); valid: 1..{rows} rows, 1..{cols} columns")
     return (1,) * (ndim - 2) + (int(block[0]), int(block[1])), None
@@ -1329,6 +1336,16 @@ class DelayedScaling:
     (``"most_recent"``).  Forward tensors use ``fwd_format`` (E4M3), gradients
     ``bwd_format`` (E5M2): TE's HYBRID format.  (TE's default window is 1024 steps.)
 
+    Non-finite and empty tensors follow TE's amax kernel and its
+    ``amax_and_scale_update``: ``amax(x)`` is the largest ``|x|`` over the elements
+    that are not NaN (NaN elements are skipped, as ``fmaxf`` skips them; an Inf makes
+    amax Inf; a tensor with no elements, or only NaN, has amax 0).  That amax enters
+    the window as it is, Inf included.  ``update`` keeps the previous scale whenever
+    ``amax_ref`` is not a finite positive number: after an Inf, for as long as the
+    Inf stays in the window under ``"max"`` (``history_len`` updates), and for one
+    update under ``"most_recent"``; after an all-zero or empty step while the
+    reference is 0.
+
     >>> ds = DelayedScaling(history_len=4)
     >>> q = ds.quantize("w", [1.0, -2.0, 896.0])   # scale 1: 896 saturates to 448
     >>> q.dequantize().tolist(), ds.update()["w"]
@@ -1372,8 +1389,7 @@ class DelayedScaling:
         fmt = self.formats[role]
         s = self.scale(name)
         v = np.asarray(to_exact(x).values)
-        fin = v[np.isfinite(v)]
-        amax = float(np.max(np.abs(fin))) if fin.size else 0.0
+        amax = float(np.fmax.reduce(np.abs(v), axis=None, initial=0.0))  # NaN skipped, Inf kept
         self._pending[name] = max(self._pending.get(name, 0.0), amax)
         q = quantize(x, fmt, scale=s, rounding=rounding, rng=rng)
         self.clip_fraction[name] = float(np.mean(np.abs(v) > fmt.max * s)) if v.size else 0.0
@@ -1386,7 +1402,7 @@ class DelayedScaling:
             h.append(amax)
             del h[:-self.history_len]
             ref = max(h) if self.algo == "max" else h[-1]
-            if ref > 0 and math.isfinite(ref):
+            if ref > 0 and math.isfinite(ref):  # else the previous scale stays (as TE)
                 fmt = self.formats[self._role[name]]
                 self._scale[name] = float(_fp32_scale(ref * 2.0 ** self.margin / fmt.max,
                                                       self.pow2_scale))
