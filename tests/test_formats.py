@@ -171,7 +171,7 @@ def test_eXmY_strings_build_ieee_like_formats(e, m):
 
 
 @pytest.mark.parametrize("spec, bias, maxval", [("e4m3fn", 7, 448), ("e5m2fnuz", 16, 57344),
-                                                ("e4m3fnuz", 8, 240), ("e3m2fn", 3, 24),
+                                                ("e4m3fnuz", 8, 240), ("e3m3fn", 3, 28),
                                                 ("e5m3fn", 15, 114688), ("e6m9b31", 31, None),
                                                 ("e4m3fnb6", 6, 896)])
 def test_fn_fnuz_and_bias_strings(spec, bias, maxval):
