@@ -311,7 +311,8 @@ def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits):
         r = np.where(r == 0, fmt.smallest_normal, r)
     if not fmt.signed:
         # Unsigned: negative inputs are NaN; so is zero when the format has none.
-        bad = np.signbit(xc) & (xc != 0)
+        # (-0 with a sticky part is a negative value too small for float64.)
+        bad = np.signbit(xc) & ((xc != 0) if sc is None else (xc != 0) | (sc != 0))
         if not fmt.zero:
             bad |= (xc == 0) if sc is None else (xc == 0) & (sc == 0)
         r[bad] = np.nan
@@ -391,7 +392,9 @@ def _make_plan(fmt, mode, policy, sr_bits):
     p.max_bits = np.float64(fmt.max).view(np.int64)
     p.int = fmt.kind == "int"
     if p.int:  # quantum 1: round x itself, then saturate (wrap: general path)
-        if policy != "saturate" or fmt.bits > 53:
+        # odd: the fast path halves x, which flushes the smallest float64 subnormals
+        # to zero (they must round to +-1): general path.
+        if policy != "saturate" or fmt.bits > 53 or mode == "odd":
             return None
         p.copy, p.ovf, p.back, p.inf_check, p.plus0 = False, "int", None, True, True
         p.lo, p.hi = np.float64(fmt.min), p.max
