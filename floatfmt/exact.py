@@ -337,6 +337,9 @@ except ImportError:  # pragma: no cover
     pass
 
 
+_SCALAR_LEAVES = _FLOAT_LEAVES | _INT_LEAVES | {str, np.str_, bytes, np.bytes_, Fraction, Decimal}
+
+
 def _sequence(x) -> np.ndarray:
     """A list or tuple (nested, of any numbers or arrays) as an array that holds every
     element exactly: the array numpy makes when that conversion rounds nothing, else an
@@ -355,21 +358,29 @@ def _sequence(x) -> np.ndarray:
     except TypeError:  # no common dtype (e.g. ml_dtypes scalars next to strings)
         arr = np.asarray(x, dtype=object)
     kind = arr.dtype.kind
-    if kind == "O":
+    if kind in "Oiub":
+        # Object arrays hold the elements themselves; numpy picks an integer (or bool)
+        # dtype only when every element is an integer that fits it (else float64 or
+        # object): exact, and the integer path takes int64 / uint64 exactly.
         return arr
-    leaves = np.asarray(x, dtype=object)  # the elements themselves (arrays expanded)
-    if leaves.shape != arr.shape:  # pragma: no cover - numpy expands both alike
-        raise TypeError("cannot make a rectangular array from this input")
-    flat = leaves.reshape(-1)
-    types = set(map(type, flat))
-    if kind in "fb" and arr.dtype.itemsize <= 8 and types <= _FLOAT_LEAVES | _INT_LEAVES:
-        if types <= _FLOAT_LEAVES or all(-_TWO53 <= int(v) <= _TWO53 for v in flat
+    types = set(map(type, x))
+    if not types <= _SCALAR_LEAVES:  # nested, or array-likes: look at the innermost elements
+        leaves = np.asarray(x, dtype=object)  # (arrays expanded into their elements)
+        if leaves.shape != arr.shape:  # pragma: no cover - numpy expands both alike
+            raise TypeError("cannot make a rectangular array from this input")
+        flat = leaves.reshape(-1)
+        types = set(map(type, flat))
+    else:
+        leaves = flat = None
+    if kind == "f" and arr.dtype.itemsize <= 8 and types <= _FLOAT_LEAVES | _INT_LEAVES:
+        if types <= _FLOAT_LEAVES or all(-_TWO53 <= int(v) <= _TWO53 for v in (x if flat is None else flat)
                                          if type(v) in _INT_LEAVES):
             return arr
-    elif kind in "iu" and types <= _INT_LEAVES | {bool, np.bool_}:
-        return arr  # the integer path below takes int64 / uint64 exactly
     elif kind in "US" and types <= {str, np.str_, bytes, np.bytes_}:
         return arr
+    if leaves is None:
+        leaves = np.empty(len(x), dtype=object)
+        leaves[:] = x
     return leaves
 
 
@@ -410,8 +421,9 @@ def _integers(arr: np.ndarray, wrap_bits=None):
     A magnitude a >= 2**53 with bit length L keeps its top 53 bits; the s = L - 53
     bits below (the float64's ulp is 2**s) give the remainder class against 2**(s-1).
     """
-    if arr.dtype.itemsize < 8 and wrap_bits is None:
-        return arr.astype(np.float64), None  # int32 and narrower: exact in float64
+    if wrap_bits is None and (arr.dtype.itemsize < 8 or arr.size == 0 or (
+            int(arr.min()) >= -_TWO53 and int(arr.max()) <= _TWO53)):
+        return arr.astype(np.float64), None  # every value exact in float64 (compared as ints)
     shape, arr = arr.shape, arr.reshape(-1)  # 1-d: numpy ops on 0-d arrays return scalars
     neg = arr < 0 if arr.dtype.kind == "i" else None
     # |v| as uint64; int64's -2**63 wraps to 2**63, its true magnitude.
