@@ -83,8 +83,11 @@ def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
     ``rounding`` (``nearest_even``, ``nearest_away``, ``toward_zero``, ``up``,
     ``down``, ``odd``, ``stochastic``, or the aliases ``rne rna rtz rup rdn rto
     sr``).  ``x`` may be a float, an int of any size, a ``Fraction``, a
-    ``Decimal``, a numeric string (``"0.1"`` is the decimal 0.1), a list, or a
-    numpy / ml_dtypes / torch array; nothing is rounded on the way in.
+    ``Decimal``, a numeric string (``"0.1"`` is the decimal 0.1, ``"0x1.8p-3"``
+    the hex float 0.1875; ``"1e400"`` and ``"0x1p2000"`` are finite numbers past
+    float64), a list or tuple (nested, mixing any of these: each element is
+    taken as it would be on its own), or a numpy / ml_dtypes / torch array of
+    any dtype (int64 and uint64 included); nothing is rounded on the way in.
 
     ``overflow``: ``"inf"``, ``"saturate"``, ``"nan"`` (``"wrap"`` for
     integers) or None for the format's own behaviour.  ``ftz`` flushes
@@ -114,6 +117,10 @@ def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
     1.0078125
     >>> cast(0.0, "e8m0"), cast(3.0, "e8m0"), cast(1e-50, "e8m0") == 2.0**-127
     (nan, 4.0, True)
+    >>> float(cast([0.5, 2**60 + 2**52 + 1], "bf16")[1]) == 2**60 + 2**53  # the int is not rounded first
+    True
+    >>> cast("0x1.00000000000018p0", "fp64", "toward_zero") == 1 + 2**-52
+    True
     """
     fmt = get_format(fmt)
     ex = to_exact(x, wrap_bits=fmt.bits if overflow == "wrap" else None)

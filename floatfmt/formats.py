@@ -219,6 +219,8 @@ _REGISTRY: dict[str, Format] = {f.name: f for f in [
        inf=False, nan="negative_zero"),
     _f("fp8_e5m2fnuz", 5, 2, 16, "E5M2 FNUZ: no Inf, no -0, NaN is 0x80",
        inf=False, nan="negative_zero"),
+    _f("fp8_e4m3b11fnuz", 4, 3, 11, "E4M3 FNUZ with bias 11 (ml_dtypes float8_e4m3b11fnuz): "
+       "no Inf, no -0, NaN is 0x80, max 30", inf=False, nan="negative_zero"),
     _f("fp8_e4m3_ieee", 4, 3, 7, "IEEE-like E4M3 with Inf (ml_dtypes float8_e4m3), max 240"),
     _f("fp8_e3m4", 3, 4, 3, "IEEE-like E3M4"),
     _f("fp6_e2m3", 2, 3, 1, "OCP MX FP6 E2M3: no Inf, no NaN", inf=False, nan="none"),
@@ -246,14 +248,23 @@ _ALIASES: dict[str, str] = {
     "e5m2fnuz": "fp8_e5m2fnuz", "float8_e5m2fnuz": "fp8_e5m2fnuz",
     "float8_e4m3": "fp8_e4m3_ieee",
     "e3m4": "fp8_e3m4", "float8_e3m4": "fp8_e3m4",
+    "float8_e4m3b11fnuz": "fp8_e4m3b11fnuz", "e4m3b11fnuz": "fp8_e4m3b11fnuz",
+    # ml_dtypes' "fn" (finite) FP6 / FP4 types have no NaN at all: their short names
+    # must not fall through to the "eXmYfn" pattern (whose all-ones code is NaN).
     "e2m3": "fp6_e2m3", "float6_e2m3fn": "fp6_e2m3", "fp6": "fp6_e2m3",
-    "e3m2": "fp6_e3m2", "float6_e3m2fn": "fp6_e3m2",
+    "e2m3fn": "fp6_e2m3", "fp6_e2m3fn": "fp6_e2m3",
+    "e3m2": "fp6_e3m2", "float6_e3m2fn": "fp6_e3m2", "e3m2fn": "fp6_e3m2", "fp6_e3m2fn": "fp6_e3m2",
     "e2m1": "fp4_e2m1", "float4_e2m1fn": "fp4_e2m1", "fp4": "fp4_e2m1", "nvfp4_element": "fp4_e2m1",
-    "float8_e8m0fnu": "e8m0", "e8m0fnu": "e8m0", "ue8m0": "e8m0",
+    "e2m1fn": "fp4_e2m1", "fp4_e2m1fn": "fp4_e2m1",
+    "float8_e8m0fnu": "e8m0", "e8m0fnu": "e8m0", "ue8m0": "e8m0", "fp8_e8m0fnu": "e8m0",
     "int8_t": "int8", "uint8_t": "uint8",
 }
 
-_PATTERN = re.compile(r"^(?:fp(\d+)_)?e(\d+)m(\d+)(fnuz|fn)?(?:b(\d+))?$")
+# "e5m2", "fp8_e4m3fn", "e4m3fnuzb11" and the ml_dtypes spelling "float8_e4m3b11fnuz"
+# (a bias may come before or after the variant, not both).
+_PATTERN = re.compile(r"^(?:(?:fp|float)(\d+)_)?e(\d+)m(\d+)(?:b(\d+))?(fnuz|fn)?(?:b(\d+))?$")
+# "int2", "uint16": two's complement / unsigned integers, as numpy and ml_dtypes name them.
+_INT_PATTERN = re.compile(r"^(u?)int(\d+)$")
 
 
 def formats() -> list[str]:
@@ -272,10 +283,17 @@ def register(fmt: Format, *aliases: str) -> Format:
 
 
 def _parse_pattern(key: str) -> Format | None:
+    mi = _INT_PATTERN.match(key)
+    if mi:
+        bits = int(mi[2])
+        if not 1 <= bits <= 63:
+            raise _unknown_format(key, "integer formats have 1 to 63 bits.")
+        return Format(key, kind="int", bits=bits, signed=not mi[1])
     m = _PATTERN.match(key)
-    if not m:
+    if not m or (m[4] is not None and m[6] is not None):
         return None
-    width, e, mb, variant, bias = m[1], int(m[2]), int(m[3]), m[4], m[5]
+    width, e, mb, variant = m[1], int(m[2]), int(m[3]), m[5]
+    bias = m[4] if m[4] is not None else m[6]
     bias = int(bias) if bias is not None else None
     if not 2 <= e <= 11 or not 0 <= mb <= 52:
         raise ValueError(f"format {key!r}: exponent width must be 2..11 and mantissa 0..52")
@@ -316,12 +334,22 @@ def get_format(fmt) -> Format:
     """Resolve a format given as a ``Format``, a name, an alias or a dtype.
 
     Names are case-insensitive; ``"e5m10"``-style strings build IEEE-like formats
-    (``"e4m3fn"``/``"e4m3fnuz"`` the fn / fnuz variants, ``"e5m2b11"`` a bias).
+    (``"e4m3fn"``/``"e4m3fnuz"`` the fn / fnuz variants, ``"e5m2b11"`` a bias),
+    ``"int2"``/``"uint16"`` integer formats.
+
+    A name that is an ml_dtypes type name, with or without its ``floatN_``
+    prefix, means ml_dtypes' value set: ``"e2m1fn"`` and ``"float4_e2m1fn"`` are
+    both the OCP FP4 (max 6, no NaN), ``"e4m3b11fnuz"`` is ml_dtypes'
+    ``float8_e4m3b11fnuz``.  One deliberate exception: ``"e4m3"`` is OCP E4M3FN
+    (max 448, as in the OCP and NVIDIA documents); ml_dtypes' IEEE-like
+    ``float8_e4m3`` (max 240) is ``"float8_e4m3"`` or ``"fp8_e4m3_ieee"``.
 
     >>> get_format("half").name
     'fp16'
     >>> get_format("e4m3").max
     448.0
+    >>> get_format("e2m1fn").max, get_format("float8_e4m3").max, get_format("e4m3b11fnuz").max
+    (6.0, 240.0, 30.0)
     """
     if isinstance(fmt, Format):
         return fmt

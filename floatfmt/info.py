@@ -17,11 +17,20 @@ class FormatInfo:
     ``eps`` = 2**-nmant (gap from 1 to the next value), ``max``,
     ``smallest_normal`` (alias ``tiny``), ``smallest_subnormal``, ``nmant``,
     ``nexp``, ``minexp`` (exponent of smallest_normal), ``maxexp`` (first
-    exponent that overflows), ``precision`` = int(-log10(eps)) decimal digits,
+    exponent that overflows), ``precision`` = floor(-log10(eps)) decimal digits,
     ``resolution`` = 10**-precision.  Extras: ``bits``, ``bias``, ``has_inf``,
     ``nan_codes`` (hex strings), ``has_negative_zero``, ``unit_roundoff``
     (2**-(nmant+1)), ``dynamic_range_decades`` (log10(max / smallest
     positive)), ``num_finite`` (codes with a finite value).
+
+    ``precision`` follows numpy's rule for every format: ``numpy.finfo`` defines it
+    as ``int(-log10(eps))``, i.e. floor(nmant * log10(2)) (float16 3, float32 6,
+    float64 15; C's ``FLT_DIG`` / ``DBL_DIG``).  ml_dtypes 0.6 follows the same rule
+    for bfloat16, float8_e3m4 and its FP6 / FP4 types, but its ``finfo`` states
+    precision 1 (resolution 0.1) for the other float8 types (E4M3 and E5M2 variants,
+    eps 1/8 or 1/4) and for float8_e8m0fnu (eps 1), where the rule gives 0: there
+    floatfmt says 0 (resolution 1.0), the same as for FP6 E2M3, whose eps is also
+    1/8.  Every other field equals ``ml_dtypes.finfo`` / ``numpy.finfo``.
     """
 
     name: str
@@ -101,7 +110,7 @@ def info(fmt) -> FormatInfo:
                           0, 1.0, 0.5, False, (), False, f.signed,
                           math.log10(max(abs(f.max), abs(f.min))), _num_finite(f), f.description)
     eps = 2.0 ** -f.mbits
-    precision = int(-math.log10(eps))
+    precision = len(str(1 << f.mbits)) - 1  # floor(log10(2**nmant)) = floor(-log10(eps)), exactly
     return FormatInfo(
         name=f.name, kind="float", bits=f.bits, nexp=f.ebits, nmant=f.mbits, bias=f.bias,
         eps=eps, max=f.max, min=f.min, smallest_normal=f.smallest_normal,

@@ -481,7 +481,9 @@ def _make_plan(fmt, mode, policy, sr_bits):
     p.max_bits = np.float64(fmt.max).view(np.int64)
     p.int = fmt.kind == "int"
     if p.int:  # quantum 1: round x itself, then saturate (wrap: general path)
-        if policy != "saturate" or fmt.bits > 53:
+        # odd: the fast path halves x, which flushes the smallest float64 subnormals
+        # to zero (they must round to +-1): general path.
+        if policy != "saturate" or fmt.bits > 53 or mode == "odd":
             return None
         p.copy, p.ovf, p.back, p.inf_check, p.plus0 = False, "int", None, True, True
         p.lo, p.hi = np.float64(fmt.min), p.max

@@ -171,7 +171,7 @@ def test_eXmY_strings_build_ieee_like_formats(e, m):
 
 
 @pytest.mark.parametrize("spec, bias, maxval", [("e4m3fn", 7, 448), ("e5m2fnuz", 16, 57344),
-                                                ("e4m3fnuz", 8, 240), ("e3m2fn", 3, 24),
+                                                ("e4m3fnuz", 8, 240), ("e3m3fn", 3, 28),
                                                 ("e5m3fn", 15, 114688), ("e6m9b31", 31, None),
                                                 ("e4m3fnb6", 6, 896)])
 def test_fn_fnuz_and_bias_strings(spec, bias, maxval):
@@ -222,3 +222,48 @@ def test_default_overflow_per_format():
             "int8": "saturate", "uint4": "saturate"}
     for name, pol in want.items():
         assert ff.get_format(name).default_overflow == pol
+
+
+# ---------------------------------------------------------------- ml_dtypes type names
+ML_FLOATS = sorted(n for n in dir(md) if n.startswith("float") and not n.startswith("finfo"))
+
+
+@pytest.mark.parametrize("ml_name", ML_FLOATS)
+def test_ml_dtypes_names_mean_ml_dtypes_value_sets(ml_name):
+    """The ml_dtypes name, the dtype, the name without its floatN_ prefix and the fpN_
+    spelling all decode every code as ml_dtypes does (NaN where it has NaN).  The one
+    documented exception: "e4m3" alone is OCP E4M3FN, not ml_dtypes' float8_e4m3."""
+    t = getattr(md, ml_name)
+    bits = md.finfo(t).bits
+    short = ml_name.split("_", 1)[1]
+    codes = np.arange(1 << bits, dtype=np.uint8)
+    with np.errstate(invalid="ignore"):
+        want = codes.view(t).astype(np.float64)
+    spellings = [ml_name, t, np.dtype(t), short, f"fp{bits}_{short}", ml_name.upper()]
+    if short == "e4m3":  # floatfmt's "e4m3" and canonical "fp8_e4m3" are OCP E4M3FN
+        assert ff.get_format("e4m3") is ff.get_format("fp8_e4m3") is ff.get_format("float8_e4m3fn")
+        spellings = [s for s in spellings if s not in ("e4m3", "fp8_e4m3")]
+    for spelling in spellings:
+        f = ff.get_format(spelling)
+        assert f.bits == bits, spelling
+        got = ff.decode(codes, f)
+        same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
+        assert same.all(), (spelling, [(hex(c), g, w) for c, g, w in zip(codes[~same], got[~same], want[~same])][:4])
+        assert f is ff.get_format(ml_name), spelling  # one Format, whatever the spelling
+
+
+def test_issue_example_e2m1fn():
+    assert ff.get_format("e2m1fn").max == ff.get_format("float4_e2m1fn").max == 6.0
+    assert ff.cast(np.nan, "e2m1fn") != ff.cast(np.nan, "e2m1fn")  # NaN in, NaN out (no code)
+    with pytest.raises(ValueError):
+        ff.encode(np.nan, "e2m1fn")  # OCP FP4 has no NaN code
+
+
+@pytest.mark.parametrize("spec, bits, signed", [("int2", 2, True), ("uint2", 2, False), ("int1", 1, True),
+                                                ("uint1", 1, False), ("int16", 16, True), ("uint32", 32, False)])
+def test_integer_names(spec, bits, signed):
+    f = ff.get_format(spec)
+    assert (f.kind, f.bits, f.signed) == ("int", bits, signed)
+    assert ff.cast(10**12, f) == (2 ** (bits - 1) - 1 if signed else 2**bits - 1)
+    with pytest.raises(ValueError, match="1 to 63"):
+        ff.get_format("int64")
