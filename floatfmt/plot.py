@@ -104,7 +104,8 @@ def plot_range_precision(formats=("fp32", "tf32", "bf16", "fp16", "fp8_e5m2", "f
                                   "fp6_e3m2", "fp6_e2m3", "fp4_e2m1")) -> Figure:
     """Figure 2: left, each format's normal range (dark) and subnormal range
     (light) on a log2 axis; right, its precision (significand bits) with eps.
-    BF16 shares FP32's range bar and FP16's short precision bar."""
+    BF16 shares FP32's range bar; its precision bar is 3 bits shorter than
+    FP16's (eps 8x larger), and TF32's is FP16's."""
     names = _names(formats)
     fig = Figure(figsize=(12, 0.5 * len(names) + 1.6), layout="constrained")
     ax, bx = fig.subplots(1, 2, sharey=True, width_ratios=[3, 1.3])
@@ -136,8 +137,22 @@ def plot_range_precision(formats=("fp32", "tf32", "bf16", "fp16", "fp8_e5m2", "f
     bx.set_xlabel("significand bits p (eps = 2^(1-p))")
     bx.set_title("Precision: how finely")
     bx.grid(axis="x", alpha=0.3)
-    fig.suptitle("Range and precision: bf16 keeps fp32's range with fp16-like precision", fontsize=12)
+    fig.suptitle(range_precision_title(), fontsize=12)
     return fig
+
+
+def range_precision_title() -> str:
+    """Figure 2's headline, with the precision ratios computed from the formats:
+    bf16 has fp32's exponent range but an eps 2^(10-7) = 8 times fp16's, and it
+    is tf32 that has fp16's 10 fraction bits.
+
+    >>> range_precision_title()
+    "Range and precision: bf16 keeps fp32's range, but its eps is 8x fp16's; tf32 has fp16's precision"
+    """
+    b, h, t = get_format("bf16"), get_format("fp16"), get_format("tf32")
+    coarser = 2 ** (h.mbits - b.mbits)
+    same = "tf32 has fp16's precision" if t.mbits == h.mbits else f"tf32 has {t.mbits} fraction bits"
+    return f"Range and precision: bf16 keeps fp32's range, but its eps is {coarser}x fp16's; {same}"
 
 
 # ----------------------------------------------------------------------------- 3

@@ -60,6 +60,17 @@ def test_range_precision_bars_match_formats():
     assert "eps 2^-7" in t and "max 65504" in t and "bf16" in t
 
 
+def test_range_precision_title_states_the_precision_ratio():
+    """The headline must not call bf16's precision fp16-like: its eps is 8x fp16's
+    (numpy / ml_dtypes epsilons, not floatfmt's tables), and tf32's equals fp16's."""
+    import ml_dtypes
+    ratio = float(ml_dtypes.finfo(ml_dtypes.bfloat16).eps) / float(np.finfo(np.float16).eps)
+    assert ratio == 8
+    title = plot.plot_range_precision()._suptitle.get_text()
+    assert "fp16-like" not in title and f"{ratio:g}x fp16's" in title
+    assert "tf32 has fp16's precision" in title
+
+
 def test_number_line_has_every_value():
     fig = plot.plot_number_line(["fp4_e2m1", "fp8_e4m3"])
     assert len(fig.axes) == 4
