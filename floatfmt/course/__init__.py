@@ -30,7 +30,8 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = ["check", "exercises", "exercise", "variant", "register", "Exercise", "Wrong",
-           "CheckResult", "gradient_sample", "activation_sample", "grad_max_per_step", "mx_block"]
+           "CheckResult", "gradient_sample", "activation_sample", "grad_max_per_step", "mx_block",
+           "probe_vectors", "sr_values", "zp_data", "mx_outlier_block", "amax_history", "layer_data"]
 
 
 class Wrong(Exception):
@@ -167,3 +168,5 @@ def check(exercise_id: str, answer, *, student=None, quiet: bool = False, **para
 
 from ._builtin import activation_sample, grad_max_per_step, gradient_sample, mx_block  # noqa: E402
 from . import _builtin as _b  # noqa: E402,F401  (registers the built-in exercises)
+from . import _more as _m  # noqa: E402,F401  (assignments 12-17)
+from ._more import amax_history, layer_data, mx_outlier_block, probe_vectors, sr_values, zp_data  # noqa: E402
