@@ -33,7 +33,7 @@ _LAZY = {
     "neg": "ops", "abs": "ops", "minimum": "ops", "maximum": "ops",
     "FPArray": "ops", "array": "ops", "scalar": "ops",
     "sum": "accumulate", "dot": "accumulate", "matmul": "accumulate",
-    "TensorCoreModel": "tensorcore", "tensorcore_models": "tensorcore",
+    "mma": "tensorcore", "TensorCoreModel": "tensorcore", "tensorcore_models": "tensorcore",
     # scaling and training
     "quantize": "scaling", "dequantize": "scaling", "fake_quant": "scaling",
     "int_matmul": "scaling", "DelayedScaling": "scaling", "LossScaler": "scaling",

@@ -399,6 +399,18 @@ def matmul(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=No
            [0.40039062, 0.40039062]])
     >>> matmul(A, np.ones((4, 2)), "bf16", model="h100", out_fmt="bf16")[0, 0]
     np.float64(0.400390625)
+
+    ``c`` (read when ``beta != 0``) is added in this epilogue, as cuBLAS does, after the
+    tensor core ran from a zero accumulator.  ``ff.mma(a, b, c, fmt, model)`` puts C into
+    the matrix unit instead, where it is aligned and truncated with the products: the
+    product 1.5 * 2**-24 survives the epilogue's rounding to nearest, not the H100 unit:
+
+    >>> from floatfmt import mma
+    >>> a, b, C = [[1.5 * 2.0**-24]], [[1.0]], [[1.0]]
+    >>> float(matmul(a, b, "bf16", model="h100", beta=1.0, c=C)[0, 0])
+    1.0000001192092896
+    >>> float(mma(a, b, C, "bf16", "h100")[0, 0])
+    1.0
     """
     return _product("matmul", a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta, c, block,
                     rounding, overflow, ftz, daz, rng, sr_bits)

@@ -100,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
                        description="Compare recorded GPU outputs with floatfmt's predictions.")
     g.add_argument("dir", nargs="?", default=None, help="fixture folder (default: all committed)")
     g.add_argument("--show", type=int, default=5, help="mismatches to print per check")
+    g.add_argument("--measured", action=argparse.BooleanOptionalAction, default=None,
+                   help="also replay the published measured tensor-core data of "
+                        "tests/data/hardware (default: only when no DIR is given)")
     c = sub.add_parser("course", help="teacher tools: release student copies, grade submissions",
                        description="Release student copies of the notebooks, or grade submitted ones.")
     csub = c.add_subparsers(dest="course_cmd", metavar="ACTION", required=True)
@@ -136,7 +139,7 @@ def main(argv=None) -> int:
             return cli_course(args)
         elif args.cmd == "gpu-report":
             from .gpu.compare import report_main
-            return report_main(args.dir, args.show)
+            return report_main(args.dir, args.show, args.measured)
         else:
             _parser().print_help()
             return 2

@@ -56,6 +56,12 @@ def test_preset_table_matches_reference():
     assert PRESETS["h100/fp8_e4m3"].step_fmt == "e8m13"
     assert PRESETS["ada/fp8_e5m2"].step_fmt == "e8m13"
     assert PRESETS["b200/fp8_e4m3"].step_fmt is None
+    # where c enters: after the products on B200 FP8 (measured data), aligned everywhere else
+    after = sorted(k for k, m in PRESETS.items() if m.c_entry == "after")
+    assert after == ["b200/fp8_e4m3", "b200/fp8_e5m2"]
+    assert all(m.c_entry == "aligned" for k, m in PRESETS.items() if k not in after)
+    assert "Khattak" in PRESETS["b200/fp8_e5m2"].description
+    assert get_model("a2", "tf32") is PRESETS["a100/tf32"]
     assert get_model("h200", "bf16") is PRESETS["h100/bf16"]
     assert get_model("h100", "fp32").fmt == "tf32"
 

@@ -17,13 +17,25 @@ Check kinds (``kind`` in ``summary.json``):
            ``a`` with row i of ``b``), ``form="matmul"`` (``a @ b``) or
            ``form="random"`` (operands regenerated from seeds, see
            ``probes.random_operands``).
+
+Beside the fixtures the capture makes, ``replay_measured`` replays published
+measured tensor-core output: the model-validation data of Khattak and Mikaitis
+(``tests/data/hardware/``, BSD 2-Clause), 5,000 single-instruction products
+``d = a . b + c`` per GPU, input format and output format, each row through
+``ff.mma`` with the GPU's preset.  A set the presets claim must match in every
+row; a set listed as open in the data's ``manifest.json`` must give exactly the
+mismatch count recorded there (so a change either way is seen and the
+documentation updated).
 """
 
 from __future__ import annotations
 
+import json
+import textwrap
 import time
 from dataclasses import dataclass, field
 from importlib import import_module
+from pathlib import Path
 
 import numpy as np
 
@@ -31,11 +43,12 @@ from ..cast import cast
 from ..codec import code_dtype, codes_to_values, values_to_codes
 from ..formats import get_format, hex_code
 from . import probes as P
-from .fixture import Fixture, find_fixtures
+from .fixture import Fixture, default_root, find_fixtures
 
 __all__ = ["Mismatch", "CheckResult", "predict_cast", "same_bits", "predict_gemm", "predict_dots",
            "tensorcore_available", "compare_check", "compare_fixture", "format_report",
-           "report_main", "FP8_PROMOTION_INTERVAL"]
+           "report_main", "FP8_PROMOTION_INTERVAL", "MeasuredResult", "measured_root",
+           "replay_measured", "format_measured"]
 
 
 
@@ -390,17 +403,138 @@ def format_report(fx: Fixture, results: list[CheckResult], show: int = 5) -> str
     return "\n".join(lines)
 
 
-def report_main(dir=None, show: int = 5) -> int:
+# ----------------------------------------------------------------------------- measured data
+MEASURED_FILE = "km_tensorcore.npz"
+MEASURED_MANIFEST = "manifest.json"
+
+
+def measured_root() -> Path:
+    """``tests/data/hardware`` of the source tree this package was imported from."""
+    return default_root().parent / "hardware"
+
+
+@dataclass
+class MeasuredResult:
+    """One (GPU, input format, output format) set of the measured data, replayed."""
+
+    gpu: str
+    fmt: str
+    out_fmt: str
+    model: str  # the preset used (with "+fp16acc" for fp16 outputs)
+    cases: int
+    mismatches: int
+    expected: int | None  # None: the presets claim the set (0 mismatches); else the open count
+    c_used: bool
+    note: str = ""
+    first: list = field(default_factory=list)  # (row, gpu value, predicted value) of mismatches
+
+    @property
+    def claimed(self) -> bool:
+        return self.expected is None
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == (0 if self.expected is None else self.expected)
+
+    @property
+    def status(self) -> str:
+        if self.claimed:
+            return "verified" if self.ok else "REGRESSED"
+        if self.mismatches == 0:
+            return "NOW MATCHES: claim it (update manifest.json and the README)"
+        return "open" if self.ok else f"open, count CHANGED (recorded {self.expected})"
+
+
+def _load_measured(root):
+    root = Path(root) if root is not None else measured_root()
+    if not (root / MEASURED_FILE).exists():
+        return None, None
+    manifest = json.loads((root / MEASURED_MANIFEST).read_text())
+    return manifest, np.load(root / MEASURED_FILE)
+
+
+def replay_measured(root=None, gpus=None) -> list[MeasuredResult]:
+    """Replay every measured set under ``root`` (default ``measured_root()``) through
+    ``ff.mma``: row i is ``a[i] (1 x K) @ b[i] (K x 1) + c[i]`` with the GPU's preset,
+    ``acc_fmt`` the output format, and c = 0 where the set records that the instruction
+    ran with a zero accumulator.  ``gpus``: only these GPU names.  [] when there is no data."""
+    from ..tensorcore import get_model, mma
+    manifest, z = _load_measured(root)
+    if manifest is None:
+        return []
+    open_sets = manifest.get("open", {})
+    out = []
+    for s in manifest["sets"]:
+        if gpus is not None and s["gpu"] not in gpus:
+            continue
+        a = P.operand_values(z[s["a"]], s["fmt"])
+        b = P.operand_values(z[s["b"]], s["fmt"])
+        c = P.f32_values(z[s["c"]])
+        for out_name, o in s["outputs"].items():
+            out_fmt = get_format(out_name)
+            gpu = codes_to_values(np.asarray(z[o["d"]], np.int64), out_fmt)
+            cc = c if o["c_used"] else np.zeros_like(c)
+            pred = mma(a[:, None, :], b[:, :, None], cc[:, None, None], s["fmt"], s["model"],
+                       acc_fmt=out_name)[:, 0, 0]
+            ok = same_bits(values_to_codes(gpu, out_fmt), values_to_codes(pred, out_fmt), out_fmt)
+            key = f"{s['gpu']}/{s['fmt']}/{out_name}"
+            entry = open_sets.get(key)
+            bad = np.flatnonzero(~ok)
+            out.append(MeasuredResult(
+                s["gpu"], s["fmt"], out_name, get_model(s["model"], s["fmt"], out_name).name,
+                int(ok.size), int(bad.size), None if entry is None else int(entry["mismatches"]),
+                bool(o["c_used"]), o.get("note", "") or ("" if entry is None else entry.get("note", "")),
+                [(int(i), float(gpu[i]), float(pred[i])) for i in bad[:20]]))
+    return out
+
+
+def format_measured(results: list[MeasuredResult], show: int = 0, root=None) -> str:
+    """Text table of ``replay_measured`` results (``show``: mismatching rows per set)."""
+    manifest, _ = _load_measured(root)
+    if not results or manifest is None:
+        return "measured data: none found under " + str(root if root is not None else measured_root())
+    gpus = sorted({r.gpu for r in results}, key=[s["gpu"] for s in manifest["sets"]].index)
+    lines = [f"measured tensor-core output: {manifest.get('title', 'published data')}  [GPU]",
+             f"  source   {manifest.get('source', '?')}",
+             f"  licence  {manifest.get('licence', '?')}",
+             f"  {len(gpus)} GPUs ({', '.join(gpus)}); one matrix instruction per row, "
+             "replayed through ff.mma", ""]
+    lines.append(f"  {'GPU':<5} {'inputs':<9} {'output':<6} {'model':<22} {'rows':>5} "
+                 f"{'mismatches':>10}  status")
+    for r in results:
+        lines.append(f"  {r.gpu:<5} {r.fmt:<9} {r.out_fmt:<6} {r.model:<22} {r.cases:>5} "
+                     f"{r.mismatches:>10}  {r.status}{'' if r.c_used else '  (c = 0: as measured)'}")
+    for r in results:
+        if show > 0 and r.first and not r.ok:
+            lines.append(f"\n  first mismatches of {r.gpu} {r.fmt} -> {r.out_fmt}:")
+            for i, g, p in r.first[:show]:
+                lines.append(f"    row {i}: gpu {g!r}, predicted {p!r}")
+    for k, v in manifest.get("open", {}).items():
+        lines.append("")
+        lines += textwrap.wrap(f"open {k}: {v.get('note', '')}", 96, initial_indent="  ",
+                               subsequent_indent="    ")
+    return "\n".join(lines)
+
+
+def report_main(dir=None, show: int = 5, measured=None) -> int:
     """Entry of ``floatfmt gpu-report``: report every fixture under ``dir`` (default:
-    the committed ones).  Exit code 0 when every mismatch is expected, 1 when
-    some is not (or a check errored), 2 when there is no fixture."""
+    the committed ones) and, when ``measured`` (default: when ``dir`` is None), the
+    published measured data (``replay_measured``).  Exit code 0 when every mismatch is
+    expected, 1 when some is not (or a check errored, or a measured set is off its
+    recorded count), 2 when there is no fixture."""
     paths = find_fixtures(dir)
+    code = 0
+    if measured if measured is not None else dir is None:
+        res = replay_measured()
+        print(format_measured(res, show))
+        print()
+        if not all(r.ok for r in res):
+            code = 1
     if not paths:
         where = dir if dir is not None else "tests/data/gpu"
         print(f"no GPU fixtures found under {where} (a fixture is a folder with summary.json; "
               "see docs/gpu_capture.md)")
         return 2
-    code = 0
     for path in paths:
         fx = Fixture(path)
         results = compare_fixture(fx)

@@ -7,7 +7,13 @@ facts come from the small table below, written from the format definitions.
 
 Model parameters are read from a ``TensorCoreModel`` record (plain data:
 F, L, zero_exponent, accumulator and step formats, step rounding, tf32
-operand rule, overflow behaviour).
+operand rule, overflow behaviour, where c enters).
+
+Where c enters (``c_entry``): ``"aligned"``, c is one of the terms that are
+aligned to e_max and truncated; ``"after"``, the products alone go through
+the fused step and c is then added to its result by an IEEE addition rounded
+to nearest-even in the step format (here: the exact rational sum, rounded by
+``round_pair``).
 """
 
 from __future__ import annotations
@@ -109,6 +115,47 @@ def _input_exponent(m: int, e: int, fmt: str) -> int:
 
 
 def fused_step(a_vals, b_vals, c: float, model, c_fmt: str) -> float:
+    """One step of the lists a_vals, b_vals and accumulator c, c entering as the model says."""
+    entry = getattr(model, "c_entry", "aligned")
+    if entry == "aligned":
+        return _fused(a_vals, b_vals, c, model, c_fmt)
+    if entry != "after":
+        raise ValueError(entry)
+    s = _fused(a_vals, b_vals, 0.0, model, c_fmt)  # a zero c is a zero term: the products alone
+    return add_rne(s, c, model.step_fmt or model.acc_fmt, model.overflow)
+
+
+def add_rne(x: float, y: float, fmt: str, overflow: str) -> float:
+    """IEEE 754 addition x + y rounded to nearest-even in fmt (x, y finite or not).
+
+    Specials: NaN in, or Inf - Inf, gives NaN; an Inf operand gives that Inf.  An exact
+    zero sum is +0, or -0 when both operands are -0.  Past the range: +-Inf (overflow
+    "inf") or +-max ("saturate")."""
+    if x != x or y != y:
+        return math.nan
+    if math.isinf(x) or math.isinf(y):
+        if math.isinf(x) and math.isinf(y) and x != y:
+            return math.nan
+        return x if math.isinf(x) else y
+    if x == 0 and y == 0:
+        both_neg = math.copysign(1.0, x) < 0 and math.copysign(1.0, y) < 0
+        return -0.0 if both_neg else 0.0
+    (mx, ex), (my, ey) = (_pair(x) if x else (0, 0)), (_pair(y) if y else (0, 0))
+    e = min(ex, ey)
+    S = (mx << (ex - e)) + (my << (ey - e))  # exact sum = S * 2**e
+    if S == 0:
+        return 0.0
+    rm, re = round_pair(S, e, fmt, "rne")
+    if rm == 0:
+        return -0.0 if S < 0 else 0.0
+    r = _to_float(rm, re)
+    fmax = _to_float(*_max_pair(fmt))
+    if abs(r) > fmax:
+        return math.copysign(math.inf if overflow == "inf" else fmax, r)
+    return r
+
+
+def _fused(a_vals, b_vals, c: float, model, c_fmt: str) -> float:
     """One truncated fused dot-product-add of the lists a_vals, b_vals and accumulator c."""
     step_fmt = model.step_fmt or model.acc_fmt
     vals = [x * y for x, y in zip(a_vals, b_vals)]  # floats, only to find Inf / NaN (0*Inf is NaN)
@@ -157,16 +204,17 @@ def fused_step(a_vals, b_vals, c: float, model, c_fmt: str) -> float:
     return r
 
 
-def dot(a, b, model) -> float:
+def dot(a, b, model, c: float = 0.0) -> float:
     """The model's dot product of two lists of input values (already in the input format;
-    tf32 models take fp32 values and apply the operand rule)."""
+    tf32 models take fp32 values and apply the operand rule), started from the
+    accumulator c (a value of the model's accumulator format)."""
     if model.fmt == "tf32":
         a = [tf32_operand(float(x), model.tf32_operands) for x in a]
         b = [tf32_operand(float(x), model.tf32_operands) for x in b]
     else:
         a = [float(x) for x in a]
         b = [float(x) for x in b]
-    c = 0.0
+    c = float(c)
     c_fmt = model.acc_fmt
     for k0 in range(0, len(a), model.L):
         c = fused_step(a[k0:k0 + model.L], b[k0:k0 + model.L], c, model, c_fmt)
