@@ -26,7 +26,7 @@ from .course import gradient_sample
 from .explain import _pow2
 from .formats import get_format
 
-__all__ = ["plot_bit_layouts", "plot_range_precision", "plot_number_line", "plot_rounding_error",
+__all__ = ["precision_probe", "plot_precision_probe", "plot_bit_layouts", "plot_range_precision", "plot_number_line", "plot_rounding_error",
            "plot_spacing", "plot_gradient_underflow", "plot_fp16_grid", "write_figures",
            "gradient_sample", "FIGURES"]
 
@@ -373,6 +373,44 @@ def plot_fp16_grid(weight=1.0, update=1e-4, fmt="fp16") -> Figure:
 
 
 # ----------------------------------------------------------------------------- all
+# ----------------------------------------------------------------------------- tensor-core probe
+def precision_probe(model, fmt, ds) -> np.ndarray:
+    """The precision probe of Fasi, Higham, Mikaitis and Pranesh on a tensor-core
+    model: a = [2^7, -2^7, u1], b = [2^7, 2^7, u2] with u1 * u2 = 2^(14-d) (u1 and
+    u2 powers of two, exact in ``fmt``).  Returns result / 2^(14-d) for each d: 1
+    while the small product survives the alignment to 2^14 (d <= F), else 0.
+
+    >>> precision_probe("h100", "bf16", [25, 26]).tolist()
+    [1.0, 0.0]
+    """
+    from .accumulate import dot
+    out = []
+    for d in ds:
+        e = 14 - int(d)
+        u1, u2 = 2.0 ** (e // 2), 2.0 ** (e - e // 2)
+        r = dot([2.0 ** 7, -2.0 ** 7, u1], [2.0 ** 7, 2.0 ** 7, u2], fmt, model=model)
+        out.append(float(r) / 2.0 ** e)
+    return np.array(out)
+
+
+def plot_precision_probe(gpus=("v100", "a100", "h100"), fmt="fp16", ds=range(18, 30)) -> Figure:
+    """Lesson 07's figure: ``precision_probe`` for each GPU's preset; the step from
+    1 to 0 sits at d = F + 1."""
+    from .tensorcore import get_model
+    ds = np.asarray(list(ds))
+    fig = Figure(figsize=(7, 3.2), layout="constrained")
+    ax = fig.subplots()
+    for gpu, marker, shift in zip(gpus, "os^D", (-0.12, 0.0, 0.12, 0.24)):
+        m = get_model(gpu, fmt)
+        ax.plot(ds + shift, precision_probe(m, fmt, ds), marker, label=f"{gpu}: F = {m.F}")
+    ax.set_xlabel("d  (the small product is 2^(14-d))")
+    ax.set_ylabel("result / exact")
+    ax.set_yticks([0, 1])
+    ax.set_title("The small term survives while d <= F")
+    ax.legend()
+    return fig
+
+
 FIGURES = (
     ("fig1_bit_layouts.png", plot_bit_layouts),
     ("fig2_range_precision.png", plot_range_precision),
