@@ -146,3 +146,28 @@ def test_release_drops_solutions_and_answer_keys(tmp_path):
     assert "wrong-answer" not in tags and "solution" not in tags
     assert all(not c.get("outputs") for c in rel.cells if c.cell_type == "code")
     assert [e for _, e in answer_cells(rel)] == ["fp16-overflow-threshold", "bf16-consecutive-integers"]
+
+
+def test_function_answers_are_graded_on_the_graders_inputs(tmp_path):
+    """A function answer (bf16-rne-bits) runs in the student's kernel on the inputs the
+    exercise declares; its outputs are checked outside.  ml_dtypes is the reference RNE."""
+    c = nbformat.v4.new_code_cell
+    right = ("import numpy as np\n"
+             "def answer(bits):\n"
+             "    b = np.asarray(bits, dtype=np.uint64)\n"
+             "    nan = ((b >> 23) & 0xFF == 0xFF) & (b & 0x7FFFFF != 0)\n"
+             "    return np.where(nan, (b >> 16) | 0x40, (b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)")
+    trunc = "import numpy as np\nanswer = lambda bits: (np.asarray(bits) >> 16).astype(np.uint16)"
+    bits = np.array([0x3F808000, 0x3F818000, 0x7F7FFFFF], np.uint32)
+    ns = {}
+    exec(right, ns)  # noqa: S102 - the test's own reference function
+    assert (ns["answer"](bits) == bits.view(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)).all()
+    for student, src in [("fn_right", right), ("fn_trunc", trunc)]:
+        nb = nbformat.v4.new_notebook(cells=[
+            c(src, metadata={"tags": ["answer"]}),
+            c('from floatfmt.course import check\ncheck("bf16-rne-bits", answer)', metadata={"tags": ["check"]})])
+        (tmp_path / student).mkdir()
+        nbformat.write(nb, tmp_path / student / "rne.ipynb")
+    rows = {r.student: r for r in grade(tmp_path, timeout=30)}
+    assert rows["fn_right"].passed and rows["fn_right"].points == 2, rows["fn_right"].message
+    assert not rows["fn_trunc"].passed and "ordinary rounding" in rows["fn_trunc"].message

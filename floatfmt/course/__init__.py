@@ -66,7 +66,10 @@ class Exercise:
     every student gets ``defaults``).  ``allowed`` maps a parameter name to the
     values the checker is right for; any other value is refused with a
     ValueError (a parameter not in ``allowed`` is passed through).  ``hints``
-    are shown by ``hints(id)``; ``points`` is what ``grade`` awards.
+    are shown by ``hints(id)``; ``points`` is what ``grade`` awards.  For an
+    exercise whose answer is a function, ``probe(params)`` returns the array of
+    inputs the checker calls it on: the grader evaluates the function on them
+    in the student's kernel and checks the recorded outputs in its own process.
     """
 
     id: str
@@ -77,6 +80,7 @@ class Exercise:
     variant: Callable[[np.random.Generator], dict] | None = None
     allowed: dict = field(default_factory=dict)
     hints: tuple = ()
+    probe: Callable[[dict], Any] | None = None
 
     def params_for(self, student=None, **overrides) -> dict:
         """The parameters of ``student``'s version (the defaults when None), with overrides."""

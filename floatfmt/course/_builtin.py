@@ -227,11 +227,9 @@ def _ex_loss_scale(answer, fmt="fp16", target=0.999, seed=2024):
             f"from 2^{lo} to 2^{hi} works; dynamic loss scaling hunts for the top of that range.")
 
 
-def _ex_rne_bits(answer, n=100_000, seed=11):
-    """A function mapping float32 bit patterns (uint32 array) to bf16 codes
-    (round to nearest even, NaN stays NaN), written with integer operations."""
-    if not callable(answer):
-        raise _Wrong("The answer should be a function: f(bits) -> bf16 codes.")
+def rne_inputs(n=100_000, seed=11) -> np.ndarray:
+    """The float32 bit patterns (uint32) the bf16-rne-bits checker tries: specials,
+    exact ties, near-ties and random patterns."""
     rng = np.random.default_rng(seed)
     specials = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFFFFFFF,
                          0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F7FFF, 0x7F7F8000, 0x00000001, 0x807FFFFF,
@@ -241,7 +239,15 @@ def _ex_rne_bits(answer, n=100_000, seed=11):
     ties = hi | 0x8000
     near = hi | rng.choice(np.array([0x7FFF, 0x8001], dtype=np.uint64), n // 4)
     rand = rng.integers(0, 1 << 32, n - 2 * (n // 4) - specials.size, dtype=np.uint64)
-    bits = np.concatenate([specials, ties, near, rand]).astype(np.uint32)
+    return np.concatenate([specials, ties, near, rand]).astype(np.uint32)
+
+
+def _ex_rne_bits(answer, n=100_000, seed=11):
+    """A function mapping float32 bit patterns (uint32 array) to bf16 codes
+    (round to nearest even, NaN stays NaN), written with integer operations."""
+    if not callable(answer):
+        raise _Wrong("The answer should be a function: f(bits) -> bf16 codes.")
+    bits = rne_inputs(n, seed)
     x = bits.view(np.float32)
     want = encode(x, "bf16").astype(np.int64)
     try:
@@ -535,7 +541,8 @@ for _ex in [
     Exercise("fp16-loss-scale", _ex_loss_scale, "a working loss scale", 1.0, {"fmt": "fp16"}, _seed,
              {"fmt": ("fp16",)}, ("Too small: underflow; too large: overflow.",)),
     Exercise("bf16-rne-bits", _ex_rne_bits, "float32 -> bf16 with integer operations", 2.0, {}, _seed, {},
-             ("Add 0x7FFF plus the lowest kept bit, then shift; NaN first.",)),
+             ("Add 0x7FFF plus the lowest kept bit, then shift; NaN first.",),
+             probe=lambda p: rne_inputs(p.get("n", 100_000), p.get("seed", 11))),
     Exercise("e4m3-code", _ex_e4m3_code, "FP8 codes by hand", 1.0, {"fmt": "fp8_e4m3"}, _e4m3_values,
              {"fmt": ("fp8_e4m3",)}, ("Bias 7; E4M3 has no Inf: past 464 it is NaN.",)),
     Exercise("master-weights", _ex_master_weights, "updates in fp16 vs fp32", 1.0, {}, _master_variant, {},
