@@ -40,7 +40,8 @@ def test_fp16_one_plus_x():
     # a bare int is the value it is, never silently a code, and the message says which reading was used
     r = _bad("fp16-one-plus-x", code)
     assert f"read {code} as the value" in r.message
-    assert "5.96e-08" not in _bad("fp16-one-plus-x", 1).message
+    one = _bad("fp16-one-plus-x", 1).message
+    assert "5.96e-08" not in one and "read 1 as the value 1.0" in one
     hides = (repr(right), hex(code), str(code), "2^-21")
     assert "tie" in _bad("fp16-one-plus-x", 2.0 ** -11, hides=hides).message
     assert "eps" in _bad("fp16-one-plus-x", 2.0 ** -10, hides=hides).message

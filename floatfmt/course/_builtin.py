@@ -114,7 +114,9 @@ def _value_or_code(a, fmt, expected: Fraction):
             raise _Wrong(f"Code {a!r} is not a finite {f.name} value.")
         return Fraction(v), f"read {a!r} as the {f.name} code {hex_code(code, f)} = {v!r}"
     got = _to_fraction(a)
-    return got, f"read {a!r} as the value {float(got)!r} (write a code as a string: '0x...')"
+    if isinstance(a, (int, np.integer)):
+        return got, f"read {a!r} as the value {float(got)!r}; write a code as a string, '0x...'"
+    return got, ""
 
 
 def _pow2(v) -> str:
@@ -135,9 +137,9 @@ def _ex_one_plus_x(answer, fmt="fp16"):
     if got == right or got > eps / 2 and cast(got, f) == float(right):
         note = "" if got == right else f" (your {float(got)!r} rounds to that {f.name} value)"
         return (f"x = {float(right)!r} = 2^-{f.mbits + 1} + 2^-{2 * f.mbits + 1}{note}: the smallest {f.name} "
-                f"number past the midpoint between 1 and 1 + eps, so 1 + x rounds up. ({how})")
+                f"number past the midpoint between 1 and 1 + eps, so 1 + x rounds up." + (f" ({how})" if how else ""))
     if got <= 0:
-        raise _Wrong(f"x must be positive ({how}).")
+        raise _Wrong("x must be positive" + (f" ({how})." if how else "."))
     if got == eps:
         raise _Wrong(f"2^-{f.mbits} (eps) is the gap from 1 to the next {f.name} number. Round-to-nearest "
                      "moves 1 + x to that number for smaller x too: how small can x be?")
@@ -146,10 +148,12 @@ def _ex_one_plus_x(answer, fmt="fp16"):
                      "Which way does a tie go under round-to-nearest-even?")
     if cast(got, f) != float(got):
         raise _Wrong(f"Your x = {float(got)!r} is not a {f.name} number; the question asks for the "
-                     f"smallest {f.name} value x ({how}).")
+                     f"smallest {f.name} value x" + (f" ({how})." if how else "."))
     if cast(1 + got, f) == 1:
-        raise _Wrong(f"With x = {float(got)!r}, {f.name}(1 + x) is still 1: x is too small ({how}).")
-    raise _Wrong(f"1 + x != 1 for your x = {float(got)!r}, but a smaller {f.name} value also works.")
+        raise _Wrong(f"With x = {float(got)!r}, {f.name}(1 + x) is still 1: x is too small"
+                     + (f" ({how})." if how else "."))
+    raise _Wrong(f"1 + x != 1 for your x = {float(got)!r}, but a smaller {f.name} value also works"
+                 + (f" ({how})." if how else "."))
 
 
 def _ex_consecutive_integers(answer, fmt="bf16"):
