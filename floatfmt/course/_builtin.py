@@ -5,7 +5,6 @@ Each checker computes the right answer with floatfmt on the spot and raises
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from fractions import Fraction
