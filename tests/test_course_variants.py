@@ -37,8 +37,9 @@ def test_one_plus_x_every_student_and_fp32():
         fmt = variant("fp16-one-plus-x", s)["fmt"] if s is not None else "fp16"
         m = _mbits(fmt)
         right = 2.0 ** -(m + 1) + 2.0 ** -(2 * m + 1)
-        dt = DTYPES[fmt]
-        assert float(dt(1.0) + dt(right)) != 1.0 or fmt != "fp16"
+        if fmt in DTYPES:  # numpy / ml_dtypes: 1 + x moves, 1 + eps/2 does not
+            dt = DTYPES[fmt]
+            assert float(dt(1.0) + dt(right)) != 1.0 and float(dt(1.0) + dt(2.0 ** -(m + 1))) == 1.0
         assert check("fp16-one-plus-x", right, student=s, quiet=True), (s, fmt)
         assert not check("fp16-one-plus-x", 2.0 ** -(m + 1), student=s, quiet=True)
     # fp32 used to raise (it listed 4 billion values); the answer is 2^-24 + 2^-47
@@ -147,3 +148,36 @@ def test_public_exercise_definition_with_variants_and_points():
         check("test-codes", 1, n=40, quiet=True)
     with pytest.raises(ValueError, match="already registered"):
         register(Exercise("test-codes", checker))
+
+
+def test_no_student_gets_the_lessons_version():
+    """The lessons work the default versions out in the open, so no student's version is one
+    of them: another format, or data whose answers differ (numpy references)."""
+    for s in STUDENTS:
+        assert variant("fp16-one-plus-x", s)["fmt"] != "fp16"
+        assert variant("bf16-consecutive-integers", s)["fmt"] != "bf16"
+        assert variant("fp16-overflow-threshold", s)["fmt"] != "fp16"
+        p = variant("fp8-scale", s)
+        x0, x = course.activation_sample(), course.activation_sample(seed=p["seed"]) * p["gain"]
+        k0 = np.frexp(448 / np.abs(x0).max())[1] - 1  # floor(log2(448 / amax)) from the exponent bits
+        k = np.frexp(448 / np.abs(x).max())[1] - 1
+        assert k != k0 and check("fp8-scale", 2.0 ** k, student=s, quiet=True)
+        assert not check("fp8-scale", 2.0 ** k0, student=s, quiet=True)
+
+
+def _fp16_band(g):
+    with np.errstate(over="ignore"):
+        return {k for k in range(-10, 70) if np.mean((g * 2.0 ** k).astype(np.float16) == 0) <= 0.001
+                and not np.isinf((g * 2.0 ** k).astype(np.float16)).any()}
+
+
+def test_loss_scale_versions_share_no_answer_with_the_lesson():
+    lesson = _fp16_band(course.gradient_sample())
+    assert lesson
+    for s in STUDENTS[:4]:
+        p = variant("fp16-loss-scale", s)
+        band = _fp16_band(course.gradient_sample(seed=p["seed"], center=p["center"]))
+        assert band and not band & lesson
+        k = max(band)
+        assert check("fp16-loss-scale", 2.0 ** k, student=s, quiet=True)
+        assert not check("fp16-loss-scale", 2.0 ** max(lesson), student=s, quiet=True)

@@ -23,11 +23,11 @@ _Wrong = Wrong
 
 
 # ----------------------------------------------------------------------------- data sets
-def gradient_sample(n=100_000, seed=2024) -> np.ndarray:
+def gradient_sample(n=100_000, seed=2024, center=-6.0) -> np.ndarray:
     """Deterministic stand-in for one step's gradients: random signs, log10
-    magnitudes normal around -6 with standard deviation 1 (float64)."""
+    magnitudes normal around ``center`` with standard deviation 1 (float64)."""
     rng = np.random.default_rng(seed)
-    mags = 10.0 ** rng.normal(-6.0, 1.0, n)
+    mags = 10.0 ** rng.normal(center, 1.0, n)
     return np.where(rng.random(n) < 0.5, -mags, mags)
 
 
@@ -203,11 +203,11 @@ def _ex_overflow_threshold(answer, fmt="fp16"):
                  "midpoint between max and the next power of two, and ties.")
 
 
-def _ex_loss_scale(answer, fmt="fp16", target=0.999, seed=2024):
-    """A loss scale S such that at least ``target`` of gradient_sample(seed)*S
-    survives in ``fmt`` (neither 0 nor Inf) and nothing overflows."""
+def _ex_loss_scale(answer, fmt="fp16", target=0.999, seed=2024, center=-6.0):
+    """A loss scale S such that at least ``target`` of gradient_sample(seed=seed,
+    center=center) * S survives in ``fmt`` (neither 0 nor Inf) and nothing overflows."""
     f = get_format(fmt)
-    g = gradient_sample(seed=seed)
+    g = gradient_sample(seed=seed, center=center)
     got = _to_fraction(answer, "loss scale")
     if got <= 0:
         raise _Wrong("A loss scale must be positive.")
@@ -216,7 +216,7 @@ def _ex_loss_scale(answer, fmt="fp16", target=0.999, seed=2024):
         r = cast(g * float(s), f)
         return float(np.mean(r == 0)), int(np.sum(~np.isfinite(r)))
 
-    ks = [k for k in range(-10, 41) if (lambda z, o: 1 - z >= target and o == 0)(*stats(Fraction(2) ** k))]
+    ks = [k for k in range(-30, 81) if (lambda z, o: 1 - z >= target and o == 0)(*stats(Fraction(2) ** k))]
     lo, hi = (ks[0], ks[-1]) if ks else (None, None)
     zero, over = stats(got)
     if over:
@@ -360,10 +360,10 @@ def _ex_master_weights(answer, steps=1000, update=1e-4):
             f"(exact would be {1 + steps * update:g}): this is why master weights stay in fp32.")
 
 
-def _ex_fp8_scale(answer, fmt="fp8_e4m3", seed=7):
-    """The largest power of two S with max|activation_sample(seed)| * S <= max of ``fmt``."""
+def _ex_fp8_scale(answer, fmt="fp8_e4m3", seed=7, gain=1.0):
+    """The largest power of two S with max|activation_sample(seed) * gain| * S <= max of ``fmt``."""
     f = get_format(fmt)
-    x = activation_sample(seed=seed)
+    x = activation_sample(seed=seed) * gain
     amax = float(np.max(np.abs(x)))
     k = floor_log2(Fraction(f.max) / Fraction(amax))  # the largest k with amax * 2**k <= max
     right = Fraction(2) ** k
@@ -510,6 +510,17 @@ def _e4m3_values(rng) -> dict:
     return {"values_": (small, mid, big)}
 
 
+def _fp8_scale_variant(rng) -> dict:
+    """A seed and a gain whose answer differs from the lesson's (default) one."""
+    f = get_format("fp8_e4m3")
+    k0 = floor_log2(Fraction(f.max) / Fraction(float(np.max(np.abs(activation_sample())))))
+    while True:
+        p = {**_seed(rng), "gain": float(f"{2.0 ** rng.uniform(-7, 7):.3g}")}
+        amax = float(np.max(np.abs(activation_sample(seed=p["seed"]) * p["gain"])))
+        if floor_log2(Fraction(f.max) / Fraction(amax)) != k0:
+            return p
+
+
 def _dls_variant(rng) -> dict:
     """Data on which each mistake named in the hints changes the answer."""
     f = get_format("fp16")
@@ -531,17 +542,18 @@ _MX = ("mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1")
 
 for _ex in [
     Exercise("fp16-one-plus-x", _ex_one_plus_x, "smallest x with 1 + x != 1", 1.0, {"fmt": "fp16"},
-             _pick("fmt", ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")),
+             _pick("fmt", ("bf16", "tf32", "fp8_e4m3", "fp8_e5m2")),  # never the lessons' fp16
              {"fmt": ("fp16", "bf16", "tf32", "fp32", "fp8_e4m3", "fp8_e5m2")},
              ("eps is the gap above 1; 1 + eps/2 is a tie.",)),
     Exercise("bf16-consecutive-integers", _ex_consecutive_integers, "largest run of integers", 1.0,
-             {"fmt": "bf16"}, _pick("fmt", ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "tf32")),
+             {"fmt": "bf16"}, _pick("fmt", ("fp16", "fp8_e4m3", "fp8_e5m2", "tf32")),  # never the lessons' bf16
              {"fmt": ("bf16", "fp16", "tf32", "fp32", "fp8_e4m3", "fp8_e5m2")},
              ("Count significant bits: p = mantissa bits + 1.",)),
     Exercise("fp16-overflow-threshold", _ex_overflow_threshold, "smallest integer that overflows", 1.0,
-             {"fmt": "fp16"}, _pick("fmt", _INF_FORMATS), {"fmt": _INF_FORMATS},
+             {"fmt": "fp16"}, _pick("fmt", _INF_FORMATS[1:]), {"fmt": _INF_FORMATS},  # never the lessons' fp16
              ("Overflow is judged after rounding; look at the midpoint above max.",)),
-    Exercise("fp16-loss-scale", _ex_loss_scale, "a working loss scale", 1.0, {"fmt": "fp16"}, _seed,
+    Exercise("fp16-loss-scale", _ex_loss_scale, "a working loss scale", 1.0, {"fmt": "fp16"},
+             lambda rng: {**_seed(rng), "center": float(rng.choice([-12.0, -11.5, -11.0]))},
              {"fmt": ("fp16",)}, ("Too small: underflow; too large: overflow.",)),
     Exercise("bf16-rne-bits", _ex_rne_bits, "float32 -> bf16 with integer operations", 2.0, {}, _seed, {},
              ("Add 0x7FFF plus the lowest kept bit, then shift; NaN first.",),
@@ -550,7 +562,8 @@ for _ex in [
              {"fmt": ("fp8_e4m3",)}, ("Bias 7; E4M3 has no Inf: past 464 it is NaN.",)),
     Exercise("master-weights", _ex_master_weights, "updates in fp16 vs fp32", 1.0, {}, _master_variant, {},
              ("Round after every add.",)),
-    Exercise("fp8-scale", _ex_fp8_scale, "a per-tensor FP8 scale", 1.0, {"fmt": "fp8_e4m3"}, _seed,
+    Exercise("fp8-scale", _ex_fp8_scale, "a per-tensor FP8 scale", 1.0, {"fmt": "fp8_e4m3"},
+             _fp8_scale_variant,
              {"fmt": ("fp8_e4m3", "fp8_e5m2")}, ("The largest power of two that keeps amax * S <= max.",)),
     Exercise("dynamic-loss-scale", _ex_dynamic_loss_scale, "dynamic loss scaling by hand", 1.0, {},
              _dls_variant, {"fmt": ("fp16",)},
