@@ -124,3 +124,18 @@ def test_emulate_layer():
         assert check("emulate-layer", ref, student=s, quiet=True), s
         r = check("emulate-layer", np.maximum(x @ W + b, 0), student=s, quiet=True)
         assert not r and "float64" in r.message
+
+
+def test_mx_scale_code_versions():
+    """Each student's block has its own power of two just above amax, so the code differs even
+    between students with the same element format (reference: tests/test_mx.py)."""
+    codes = set()
+    for s in STUDENTS[1:]:
+        p = variant("mx-scale-code", s)
+        x = course.mx_block(p["seed"], p["top"])
+        code, _ = ref_mx_block(x, p["fmt"])
+        assert check("mx-scale-code", int(code), student=s, quiet=True), (s, p)
+        r = check("mx-scale-code", int(code) + 1, student=s, quiet=True)
+        assert not r and "One too high" in r.message
+        codes.add(int(code))
+    assert len(codes) >= 5

@@ -439,17 +439,19 @@ def _ex_dynamic_loss_scale(answer, init=2.0 ** 16, interval=4, fmt="fp16", seed=
 
 # ----------------------------------------------------------------------------- quantisation lab
 # (exercises of notebooks/assignments/10_mx_scale_code and 11_int8_codes; see floatfmt.scaling)
-def mx_block(seed=5) -> np.ndarray:
-    """One block of 32 activations whose largest magnitude is the float64 just below 1/4."""
-    x = np.random.default_rng(seed).normal(0.0, 0.05, 32)
-    x[3] = -np.nextafter(0.25, 0.0)
+def mx_block(seed=5, top=0.25) -> np.ndarray:
+    """One block of 32 activations whose largest magnitude is the float64 just below
+    ``top`` (a power of two); the others are normal with standard deviation top / 5."""
+    x = np.random.default_rng(seed).normal(0.0, top / 5, 32)
+    x = np.clip(x, -np.nextafter(top, 0.0), np.nextafter(top, 0.0))
+    x[3] = -np.nextafter(top, 0.0)
     return x
 
 
-def _ex_mx_scale_code(answer, fmt="mxfp8_e4m3", seed=5):
-    """The E8M0 scale code (biased shared exponent) OCP MX gives ``mx_block(seed)``."""
+def _ex_mx_scale_code(answer, fmt="mxfp8_e4m3", seed=5, top=0.25):
+    """The E8M0 scale code (biased shared exponent) OCP MX gives ``mx_block(seed, top)``."""
     from ..scaling import quantize
-    right = int(quantize(mx_block(seed), fmt).scale_codes[0])
+    right = int(quantize(mx_block(seed, top), fmt).scale_codes[0])
     got = _code_string(answer) if isinstance(answer, str) else answer
     if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
         raise _Wrong("Give the code as an integer 0..255 (or a string such as '0x7f').")
@@ -569,7 +571,9 @@ for _ex in [
              _dls_variant, {"fmt": ("fp16",)},
              ("Reset the good-step count after an overflow and after each doubling.",)),
     Exercise("mx-scale-code", _ex_mx_scale_code, "an MX block's E8M0 scale code", 1.0,
-             {"fmt": "mxfp8_e4m3"}, lambda rng: {**_seed(rng), **_pick("fmt", _MX)(rng)}, {"fmt": _MX},
+             {"fmt": "mxfp8_e4m3"},
+             lambda rng: {**_seed(rng), **_pick("fmt", _MX)(rng), "top": 2.0 ** int(rng.integers(-12, 13))},
+             {"fmt": _MX},
              ("floor(log2 amax) from the exponent bits.",)),
     Exercise("int8-codes", _ex_int8_codes, "symmetric INT8 codes", 1.0, {}, _seed, {},
              ("scale = amax / 127 over the whole tensor.",)),
