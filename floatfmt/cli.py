@@ -1,7 +1,7 @@
 """The ``floatfmt`` command.
 
 Subcommands: ``show``, ``formats``, ``tour``, ``explore``, ``figures``, ``train``,
-``gpu-report``.  Each subcommand's work lives in the module that owns it; this
+``gpu-report``, ``course``.  Each subcommand's work lives in the module that owns it; this
 file only parses arguments.
 """
 
@@ -123,6 +123,17 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--measured", action=argparse.BooleanOptionalAction, default=None,
                    help="also replay the published measured tensor-core data of "
                         "tests/data/hardware (default: only when no DIR is given)")
+    c = sub.add_parser("course", help="teacher tools: release student copies, grade submissions",
+                       description="Release student copies of the notebooks, or grade submitted ones.")
+    csub = c.add_subparsers(dest="course_cmd", metavar="ACTION", required=True)
+    cr = csub.add_parser("release", help="copy notebooks without solutions or answer keys")
+    cr.add_argument("src")
+    cr.add_argument("dest")
+    cg = csub.add_parser("grade", help="run SUBMISSIONS/<student>/*.ipynb and grade the tagged answers")
+    cg.add_argument("submissions")
+    cg.add_argument("--out", default="scores.csv", help="scores file, .csv or .json (default scores.csv)")
+    cg.add_argument("--timeout", type=float, default=60, help="seconds per cell (default 60)")
+    cg.add_argument("--source", default=None, help="the assignment folder: which exercises each notebook has")
     return p
 
 
@@ -145,6 +156,9 @@ def main(argv=None) -> int:
         elif args.cmd == "train":
             from .training import cli_train
             cli_train(args.policy, args.steps)
+        elif args.cmd == "course":
+            from .course.grading import cli_course
+            return cli_course(args)
         elif args.cmd == "gpu-report":
             from .gpu.compare import report_main
             return report_main(args.dir, args.show, args.measured)

@@ -26,7 +26,7 @@ from .course import gradient_sample
 from .explain import _pow2
 from .formats import get_format
 
-__all__ = ["plot_bit_layouts", "plot_range_precision", "plot_number_line", "plot_rounding_error",
+__all__ = ["precision_probe", "plot_precision_probe", "plot_bit_layouts", "plot_range_precision", "plot_number_line", "plot_rounding_error",
            "plot_spacing", "plot_gradient_underflow", "plot_fp16_grid", "write_figures",
            "gradient_sample", "FIGURES"]
 
@@ -104,7 +104,8 @@ def plot_range_precision(formats=("fp32", "tf32", "bf16", "fp16", "fp8_e5m2", "f
                                   "fp6_e3m2", "fp6_e2m3", "fp4_e2m1")) -> Figure:
     """Figure 2: left, each format's normal range (dark) and subnormal range
     (light) on a log2 axis; right, its precision (significand bits) with eps.
-    BF16 shares FP32's range bar and FP16's short precision bar."""
+    BF16 shares FP32's range bar; its precision bar is 3 bits shorter than
+    FP16's (eps 8x larger), and TF32's is FP16's."""
     names = _names(formats)
     fig = Figure(figsize=(12, 0.5 * len(names) + 1.6), layout="constrained")
     ax, bx = fig.subplots(1, 2, sharey=True, width_ratios=[3, 1.3])
@@ -136,8 +137,22 @@ def plot_range_precision(formats=("fp32", "tf32", "bf16", "fp16", "fp8_e5m2", "f
     bx.set_xlabel("significand bits p (eps = 2^(1-p))")
     bx.set_title("Precision: how finely")
     bx.grid(axis="x", alpha=0.3)
-    fig.suptitle("Range and precision: bf16 keeps fp32's range with fp16-like precision", fontsize=12)
+    fig.suptitle(range_precision_title(), fontsize=12)
     return fig
+
+
+def range_precision_title() -> str:
+    """Figure 2's headline, with the precision ratios computed from the formats:
+    bf16 has fp32's exponent range but an eps 2^(10-7) = 8 times fp16's, and it
+    is tf32 that has fp16's 10 fraction bits.
+
+    >>> range_precision_title()
+    "Range and precision: bf16 keeps fp32's range, but its eps is 8x fp16's; tf32 has fp16's precision"
+    """
+    b, h, t = get_format("bf16"), get_format("fp16"), get_format("tf32")
+    coarser = 2 ** (h.mbits - b.mbits)
+    same = "tf32 has fp16's precision" if t.mbits == h.mbits else f"tf32 has {t.mbits} fraction bits"
+    return f"Range and precision: bf16 keeps fp32's range, but its eps is {coarser}x fp16's; {same}"
 
 
 # ----------------------------------------------------------------------------- 3
@@ -358,6 +373,44 @@ def plot_fp16_grid(weight=1.0, update=1e-4, fmt="fp16") -> Figure:
 
 
 # ----------------------------------------------------------------------------- all
+# ----------------------------------------------------------------------------- tensor-core probe
+def precision_probe(model, fmt, ds) -> np.ndarray:
+    """The precision probe of Fasi, Higham, Mikaitis and Pranesh on a tensor-core
+    model: a = [2^7, -2^7, u1], b = [2^7, 2^7, u2] with u1 * u2 = 2^(14-d) (u1 and
+    u2 powers of two, exact in ``fmt``).  Returns result / 2^(14-d) for each d: 1
+    while the small product survives the alignment to 2^14 (d <= F), else 0.
+
+    >>> precision_probe("h100", "bf16", [25, 26]).tolist()
+    [1.0, 0.0]
+    """
+    from .accumulate import dot
+    out = []
+    for d in ds:
+        e = 14 - int(d)
+        u1, u2 = 2.0 ** (e // 2), 2.0 ** (e - e // 2)
+        r = dot([2.0 ** 7, -2.0 ** 7, u1], [2.0 ** 7, 2.0 ** 7, u2], fmt, model=model)
+        out.append(float(r) / 2.0 ** e)
+    return np.array(out)
+
+
+def plot_precision_probe(gpus=("v100", "a100", "h100"), fmt="fp16", ds=range(18, 30)) -> Figure:
+    """Lesson 07's figure: ``precision_probe`` for each GPU's preset; the step from
+    1 to 0 sits at d = F + 1."""
+    from .tensorcore import get_model
+    ds = np.asarray(list(ds))
+    fig = Figure(figsize=(7, 3.2), layout="constrained")
+    ax = fig.subplots()
+    for gpu, marker, shift in zip(gpus, "os^D", (-0.12, 0.0, 0.12, 0.24)):
+        m = get_model(gpu, fmt)
+        ax.plot(ds + shift, precision_probe(m, fmt, ds), marker, label=f"{gpu}: F = {m.F}")
+    ax.set_xlabel("d  (the small product is 2^(14-d))")
+    ax.set_ylabel("result / exact")
+    ax.set_yticks([0, 1])
+    ax.set_title("The small term survives while d <= F")
+    ax.legend()
+    return fig
+
+
 FIGURES = (
     ("fig1_bit_layouts.png", plot_bit_layouts),
     ("fig2_range_precision.png", plot_range_precision),

@@ -149,3 +149,26 @@ def test_committed_with_outputs():
         nb = nbformat.read(p, as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
         assert code and all(c.get("execution_count") for c in code), f"{p.name} is not executed"
+
+
+def _lessons():
+    return [p for p in all_notebooks() if p.parent == NB_DIR]
+
+
+def test_every_lesson_asserts_its_key_claims():
+    """Each lesson has at least one code cell tagged 'check' whose asserts would fail if the
+    lesson's claim were false (the notebook run above executes them)."""
+    for p in _lessons():
+        nb = nbformat.read(p, as_version=4)
+        checks = [c for c in nb.cells if c.cell_type == "code" and "check" in c.metadata.get("tags", [])]
+        assert checks and all("assert" in c.source for c in checks), f"{p.name} has no check cell"
+
+
+def test_check_yourself_questions_have_answers_to_open():
+    """A 'Check yourself' or 'Try it' cell is followed by a collapsed answer (<details>)."""
+    for p in _lessons():
+        nb = nbformat.read(p, as_version=4)
+        for i, c in enumerate(nb.cells):
+            if c.cell_type == "markdown" and ("Check yourself" in c.source or "**Try it.**" in c.source):
+                nxt = nb.cells[i + 1] if i + 1 < len(nb.cells) else None
+                assert nxt is not None and "<details>" in nxt.source, f"{p.name}: no answer after cell {i}"

@@ -60,6 +60,17 @@ def test_range_precision_bars_match_formats():
     assert "eps 2^-7" in t and "max 65504" in t and "bf16" in t
 
 
+def test_range_precision_title_states_the_precision_ratio():
+    """The headline must not call bf16's precision fp16-like: its eps is 8x fp16's
+    (numpy / ml_dtypes epsilons, not floatfmt's tables), and tf32's equals fp16's."""
+    import ml_dtypes
+    ratio = float(ml_dtypes.finfo(ml_dtypes.bfloat16).eps) / float(np.finfo(np.float16).eps)
+    assert ratio == 8
+    title = plot.plot_range_precision()._suptitle.get_text()
+    assert "fp16-like" not in title and f"{ratio:g}x fp16's" in title
+    assert "tf32 has fp16's precision" in title
+
+
 def test_number_line_has_every_value():
     fig = plot.plot_number_line(["fp4_e2m1", "fp8_e4m3"])
     assert len(fig.axes) == 4
@@ -144,3 +155,26 @@ def test_cli_figures_writes_files_deterministically(tmp_path, capsys):
 def test_committed_figures_exist():
     for n, _ in plot.FIGURES:
         assert os.path.exists(os.path.join(ROOT, "figures", n)), f"run `floatfmt figures` ({n} missing)"
+
+
+def test_precision_probe_survives_exactly_while_d_le_F():
+    """Lesson 07's probe data: for every float preset, result / exact is 1 for d <= F and 0
+    after (the figure once built the small product as 2^(2-d) and showed 0 everywhere).
+    The h100/a100/v100 F values are also the published ones (Fasi et al.; Khattak & Mikaitis)."""
+    from floatfmt.tensorcore import tensorcore_models
+    checked = 0
+    for name, m in tensorcore_models().items():
+        if m.fmt == "int8":
+            continue
+        ds = np.arange(max(m.F - 6, 2), m.F + 5)
+        r = plot.precision_probe(m, m.fmt, ds)
+        assert r.tolist() == [1.0 if d <= m.F else 0.0 for d in ds], name
+        checked += 1
+    assert checked >= 15
+    published = {"v100": 23, "a100": 24, "h100": 25}
+    for gpu, F in published.items():
+        r = plot.precision_probe(gpu, "fp16", np.arange(18, 30))
+        assert int(np.arange(18, 30)[r == 1].max()) == F
+    fig = plot.plot_precision_probe()
+    ys = [line.get_ydata() for line in fig.axes[0].get_lines()]
+    assert all(y.max() == 1 and y.min() == 0 for y in ys)

@@ -1,0 +1,173 @@
+"""floatfmt course release / grade on a folder of synthetic submissions: right,
+wrong, copied from a classmate (another variant), crashing, looping, tampered
+``check``, missing answer cell, malformed file.  Expected scores are written
+out by hand from the exercises' definitions (ml_dtypes for the formats)."""
+
+import csv
+import json
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+from floatfmt import cli  # noqa: E402
+from floatfmt.course import variant  # noqa: E402
+from floatfmt.course.grading import answer_cells, grade, release  # noqa: E402
+
+DT = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32, "fp8_e5m2": ml_dtypes.float8_e5m2,
+      "fp8_e4m3": ml_dtypes.float8_e4m3fn}
+
+
+def overflow_answer(fmt):
+    if fmt == "tf32":
+        mx, m = (2 - Fraction(2) ** -10) * Fraction(2) ** 127, 10
+    else:
+        fi = ml_dtypes.finfo(DT[fmt])
+        mx, m = Fraction(float(fi.max)), int(fi.nmant)
+    emax = int(np.floor(np.log2(float(mx))))
+    return int(mx + Fraction(2) ** (emax - m - 1))
+
+
+def consecutive_answer(fmt):
+    return 2 ** ((10 if fmt == "tf32" else int(ml_dtypes.finfo(DT[fmt]).nmant)) + 1)
+
+
+def notebook(a1="answer = None", a2="answer = None", setup="from floatfmt.course import check",
+             drop_second=False):
+    c = nbformat.v4.new_code_cell
+    cells = [nbformat.v4.new_markdown_cell("# two exercises"), c(setup),
+             c(a1, metadata={"tags": ["answer"]}),
+             c('check("fp16-overflow-threshold", answer, student=STUDENT)', metadata={"tags": ["check"]})]
+    if not drop_second:
+        cells += [c(a2, metadata={"tags": ["answer"]}),
+                  c('check("bf16-consecutive-integers", answer, student=STUDENT)', metadata={"tags": ["check"]})]
+    cells.append(c("print('the end')"))
+    return nbformat.v4.new_notebook(cells=cells)
+
+
+def right_answers(student):
+    return (overflow_answer(variant("fp16-overflow-threshold", student)["fmt"]),
+            consecutive_answer(variant("bf16-consecutive-integers", student)["fmt"]))
+
+
+def _students_with_distinct_variants():
+    """Two ids whose variants differ in both exercises (so copying cannot pass)."""
+    ids = [f"st{i}" for i in range(40)]
+    a = ids[0]
+    for b in ids[1:]:
+        if all(variant(e, a) != variant(e, b) for e in ("fp16-overflow-threshold", "bf16-consecutive-integers")) \
+                and right_answers(a)[0] != right_answers(b)[0] and right_answers(a)[1] != right_answers(b)[1]:
+            return a, b
+    raise AssertionError
+
+
+def test_grade_synthetic_submissions(tmp_path):
+    src, subs = tmp_path / "src", tmp_path / "subs"
+    src.mkdir()
+    nbformat.write(notebook(), src / "hw.ipynb")
+    ace, copier = _students_with_distinct_variants()
+    r1, r2 = right_answers(ace)
+    setup = "from floatfmt.course import check\nSTUDENT = '{}'"
+    cases = {
+        ace: notebook(f"answer = {r1}", f"answer = {float(r2)!r}", setup.format(ace)),
+        copier: notebook(f"answer = {r1}", f"answer = {r2}", setup.format(copier)),  # the classmate's answers
+        "wrong": notebook("answer = 65505", "answer = 255", setup.format("wrong")),
+        "crash": notebook("answer = undefined_name + 1", f"answer = {right_answers('crash')[1]}",
+                          setup.format("crash") + "\nraise RuntimeError('boom in setup')"),
+        "loop": notebook("while True:\n    pass", "answer = 1", setup.format("loop")),
+        "tamper": notebook("answer = 1\ndef check(*a, **k):\n    print('PASS'); return True",
+                           f"answer = {right_answers('tamper')[1]}\nimport floatfmt.course as c\n"
+                           "c.check = lambda *a, **k: True", setup.format("tamper")),
+        "missing": notebook(f"answer = {right_answers('missing')[0]}", setup=setup.format("missing"),
+                            drop_second=True),
+    }
+    for student, nb in cases.items():
+        (subs / student).mkdir(parents=True)
+        nbformat.write(nb, subs / student / "hw.ipynb")
+    (subs / "broken").mkdir()
+    (subs / "broken" / "hw.ipynb").write_text('{"cells": [ this is not json')
+
+    rows = grade(subs, timeout=6, source=src)
+    got = {(r.student, r.exercise): (r.points, r.passed) for r in rows}
+    o, c = "fp16-overflow-threshold", "bf16-consecutive-integers"
+    expected = {
+        (ace, o): (1, True), (ace, c): (1, True),
+        (copier, o): (0, False), (copier, c): (0, False),
+        ("wrong", o): (0, False), ("wrong", c): (0, False),
+        ("crash", o): (0, False), ("crash", c): (1, True),
+        ("loop", o): (0, False), ("loop", c): (0, False),
+        ("tamper", o): (0, False), ("tamper", c): (1, True),
+        ("missing", o): (1, True), ("missing", c): (0, False),
+        ("broken", o): (0, False), ("broken", c): (0, False),
+    }
+    assert got == expected
+    msg = {(r.student, r.exercise): r.message for r in rows}
+    assert "Timeout" in msg[("loop", o)]
+    assert "missing" in msg[("missing", c)]
+    assert "could not be read" in msg[("broken", o)]
+    assert "RuntimeError" in msg[("crash", c)] and "NameError" in msg[("crash", o)]
+
+
+
+def test_cli_grade_writes_csv_and_json(tmp_path, capsys):
+    subs = tmp_path / "subs"
+    (subs / "s1").mkdir(parents=True)
+    r1, r2 = right_answers("s1")
+    nbformat.write(notebook(f"answer = {r1}", "answer = 3"), subs / "s1" / "hw.ipynb")
+    for name in ("scores.csv", "scores.json"):
+        assert cli.main(["course", "grade", str(subs), "--out", str(tmp_path / name), "--timeout", "20"]) == 0
+    rows = list(csv.DictReader((tmp_path / "scores.csv").open()))
+    assert [(r["exercise"], r["points"], r["passed"]) for r in rows] == \
+        [("fp16-overflow-threshold", "1.0", "True"), ("bf16-consecutive-integers", "0.0", "False")]
+    js = json.loads((tmp_path / "scores.json").read_text())
+    assert [r["points"] for r in js] == [1.0, 0.0] and "s1: 1 / 2" in capsys.readouterr().out
+
+
+def test_release_drops_solutions_and_answer_keys(tmp_path):
+    src = tmp_path / "src"
+    (src / "solutions").mkdir(parents=True)
+    nb = notebook("answer = 65520")
+    nb.cells.append(nbformat.v4.new_code_cell("answer = 65505", metadata={"tags": ["wrong-answer"]}))
+    nb.cells.append(nbformat.v4.new_code_cell("print(65520)", metadata={"tags": ["solution"]}))
+    nb.cells[2].outputs = [nbformat.v4.new_output("stream", text="65520\n")]
+    nbformat.write(nb, src / "hw.ipynb")
+    nbformat.write(nb, src / "solutions" / "hw.ipynb")
+    (src / "data.txt").write_text("x")
+    assert cli.main(["course", "release", str(src), str(tmp_path / "out")]) == 0
+    out = tmp_path / "out"
+    assert not (out / "solutions").exists() and (out / "data.txt").exists()
+    rel = nbformat.read(out / "hw.ipynb", as_version=4)
+    tags = [t for c in rel.cells for t in c.metadata.get("tags", [])]
+    assert "wrong-answer" not in tags and "solution" not in tags
+    assert all(not c.get("outputs") for c in rel.cells if c.cell_type == "code")
+    assert [e for _, e in answer_cells(rel)] == ["fp16-overflow-threshold", "bf16-consecutive-integers"]
+
+
+def test_function_answers_are_graded_on_the_graders_inputs(tmp_path):
+    """A function answer (bf16-rne-bits) runs in the student's kernel on the inputs the
+    exercise declares; its outputs are checked outside.  ml_dtypes is the reference RNE."""
+    c = nbformat.v4.new_code_cell
+    right = ("import numpy as np\n"
+             "def answer(bits):\n"
+             "    b = np.asarray(bits, dtype=np.uint64)\n"
+             "    nan = ((b >> 23) & 0xFF == 0xFF) & (b & 0x7FFFFF != 0)\n"
+             "    return np.where(nan, (b >> 16) | 0x40, (b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)")
+    trunc = "import numpy as np\nanswer = lambda bits: (np.asarray(bits) >> 16).astype(np.uint16)"
+    bits = np.array([0x3F808000, 0x3F818000, 0x7F7FFFFF], np.uint32)
+    ns = {}
+    exec(right, ns)  # noqa: S102 - the test's own reference function
+    assert (ns["answer"](bits) == bits.view(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)).all()
+    for student, src in [("fn_right", right), ("fn_trunc", trunc)]:
+        nb = nbformat.v4.new_notebook(cells=[
+            c(src, metadata={"tags": ["answer"]}),
+            c('from floatfmt.course import check\ncheck("bf16-rne-bits", answer)', metadata={"tags": ["check"]})])
+        (tmp_path / student).mkdir()
+        nbformat.write(nb, tmp_path / student / "rne.ipynb")
+    rows = {r.student: r for r in grade(tmp_path, timeout=30)}
+    assert rows["fn_right"].passed and rows["fn_right"].points == 2, rows["fn_right"].message
+    assert not rows["fn_trunc"].passed and "ordinary rounding" in rows["fn_trunc"].message
