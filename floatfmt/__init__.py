@@ -24,7 +24,7 @@ from .rounding import MODES, OVERFLOWS
 # binding would be replaced by the module object on `import floatfmt.explain`.
 from .explain import compare, explain  # noqa: E402  (light: numpy only)
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 
 # name -> module, loaded on first attribute access (keeps `import floatfmt` fast).
 _LAZY = {

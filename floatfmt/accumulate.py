@@ -295,8 +295,8 @@ def _epilogue(r, alpha, beta, c, actx, octx, rounding, overflow, ftz, daz, rng):
     """alpha * acc + beta * c in acc_fmt (c cast to the output format first)."""
     if alpha is None:
         alpha = 1.0
-    if beta is None:
-        beta = 0.0
+    if beta is None:  # cuBLAS's beta: 1 when a c is given (c is never silently ignored)
+        beta = 0.0 if c is None else 1.0
     opts = dict(rounding=rounding, overflow=overflow, ftz=ftz, daz=daz, rng=rng)
     if alpha != 1.0:
         r = _mul(alpha, r, actx.fmt, **opts)
@@ -420,7 +420,7 @@ def _prep_pair(a, b, ictx, kind):
 
 
 def dot(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=None, *,
-        alpha=1.0, beta=0.0, c=None, block=32, rounding="nearest_even", overflow=None,
+        alpha=1.0, beta=None, c=None, block=32, rounding="nearest_even", overflow=None,
         ftz=False, daz=False, rng=None, sr_bits=None):
     """Dot product over the last axis (leading axes broadcast, like ``numpy.vecdot``).
 
@@ -440,7 +440,7 @@ def dot(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=None,
 
 
 def matmul(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=None, *,
-           alpha=1.0, beta=0.0, c=None, block=32, rounding="nearest_even", overflow=None,
+           alpha=1.0, beta=None, c=None, block=32, rounding="nearest_even", overflow=None,
            ftz=False, daz=False, rng=None, sr_bits=None):
     """Matrix product ``a @ b`` (numpy shapes: 1-D promoted, leading batch axes broadcast).
 
@@ -456,14 +456,14 @@ def matmul(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=No
     >>> matmul(A, np.ones((4, 2)), "bf16", model="h100", out_fmt="bf16")[0, 0]
     np.float64(0.400390625)
 
-    ``c`` (read when ``beta != 0``) is added in this epilogue, as cuBLAS does, after the
-    tensor core ran from a zero accumulator.  ``ff.mma(a, b, c, fmt, model)`` puts C into
+    ``c`` (scaled by ``beta``, which is 1 when ``c`` is given and ``beta`` is not) is added
+    in this epilogue, as cuBLAS does, after the tensor core ran from a zero accumulator.  ``ff.mma(a, b, c, fmt, model)`` puts C into
     the matrix unit instead, where it is aligned and truncated with the products: the
     product 1.5 * 2**-24 survives the epilogue's rounding to nearest, not the H100 unit:
 
     >>> from floatfmt import mma
     >>> a, b, C = [[1.5 * 2.0**-24]], [[1.0]], [[1.0]]
-    >>> float(matmul(a, b, "bf16", model="h100", beta=1.0, c=C)[0, 0])
+    >>> float(matmul(a, b, "bf16", model="h100", c=C)[0, 0])
     1.0000001192092896
     >>> float(mma(a, b, C, "bf16", "h100")[0, 0])
     1.0

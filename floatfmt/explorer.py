@@ -27,7 +27,7 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
-from . import __version__
+from ._version import __version__
 from .formats import Format, formats, get_format
 from .rounding import MODES, resolve_overflow
 

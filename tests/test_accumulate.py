@@ -256,7 +256,10 @@ def test_epilogue_alpha_beta_c_and_out_fmt():
     got = ff.matmul(A, B, "bf16", alpha=3.0, beta=-1.0, c=C, out_fmt="bf16")
     want = ff.cast(ff.fma(-1.0, ff.cast(C, "bf16"), ff.mul(3.0, acc, "fp32"), "fp32"), "bf16")
     assert np.array_equal(got, want)
-    assert np.array_equal(ff.matmul(A, B, "bf16", c=C), acc)  # beta = 0: c ignored
+    # c without beta is added (beta = 1, as torch.addmm does); beta=0 drops it
+    assert np.array_equal(ff.matmul(A, B, "bf16", c=C),
+                          ff.add(acc, ff.cast(C, "fp32"), "fp32"))  # c in the output format
+    assert np.array_equal(ff.matmul(A, B, "bf16", c=C, beta=0.0), acc)
 
 
 def test_errors():
@@ -281,3 +284,17 @@ def test_sum_axis_errors_are_clear():
     with pytest.raises(TypeError, match="axis must be an int or None, not float"):
         ff.sum(x, "fp16", axis=1.0)
     assert ff.sum(x, "fp16", axis=-1).tolist() == [3.0, 7.0]
+
+
+def test_c_is_never_silently_ignored():
+    """A ``c`` given without ``beta`` is added (beta = 1), in dot and matmul, with and
+    without a tensor-core model; ``beta=0`` still drops it, as cuBLAS's beta does."""
+    a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    b = np.eye(2)
+    C = np.array([[0.5, 0.25], [1.0, 2.0]])
+    for model in (None, "h100"):
+        got = ff.matmul(a, b, "bf16", model=model, c=C)
+        assert np.array_equal(got, a + C), (model, got)
+        assert np.array_equal(ff.matmul(a, b, "bf16", model=model, c=C, beta=0.0), a)
+        assert np.array_equal(ff.matmul(a, b, "bf16", model=model, c=C, beta=2.0), a + 2 * C)
+    assert ff.dot([1.0, 2.0], [3.0, 4.0], "bf16", c=0.5) == 11.5

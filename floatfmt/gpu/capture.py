@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__ as FLOATFMT_VERSION
+from .._version import __version__ as FLOATFMT_VERSION
 from ..cast import cast
 from ..codec import code_dtype, codes_to_values, values_to_codes
 from ..formats import get_format
