@@ -311,6 +311,8 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
         return _reduce(T, actx, order, block, octx)
     with np.errstate(invalid="ignore", over="ignore"):
         if order in ("sequential", "kahan"):
+            if order == "sequential" and _seq_products_ok(actx):
+                return _seq_products(xk, yk, n, out_shape, actx)
             gen = (np.broadcast_to(xk(k) * yk(k), out_shape) for k in range(n))
             if order == "sequential":
                 return _seq(gen, actx)
@@ -328,6 +330,42 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
             T = np.moveaxis(xs[..., :, :, None] * y[..., None, :, :], -2, 0)
             out[..., r0:r0 + step, :] = _reduce(T, actx, order, block, octx)
         return out
+
+
+def _seq_products_ok(actx) -> bool:
+    """Whether ``_seq_products`` applies: the remainder class is all the rounding needs
+    (not stochastic), IEEE zero signs are numpy's (not ``down``), and NaN is a value."""
+    return actx.mode not in ("stochastic", "down") and actx.fmt.has_nan
+
+
+def _seq_products(xk, yk, n, out_shape, actx):
+    """``_seq`` over the exact products xk(k) * yk(k), with its results bit for bit, in
+    preallocated buffers: each step forms the float64 sum s = acc + t and its TwoSum error
+    e, rounds s as it is, and rounds again, with the remainder class of e, only the few
+    elements where e != 0.  A step with a non-finite sum is handed to ``_round_add``."""
+    acc = np.array(actx.round(np.broadcast_to(xk(0) * yk(0), out_shape)), np.float64)
+    if n == 1:
+        return acc
+    T, S, B, E = (np.empty(out_shape) for _ in range(4))
+    for k in range(1, n):
+        np.multiply(xk(k), yk(k), out=T)
+        np.add(acc, T, out=S)
+        np.subtract(S, acc, out=B)  # TwoSum: e = (acc - (s - b)) + (t - b)
+        np.subtract(S, B, out=E)
+        np.subtract(acc, E, out=E)
+        np.subtract(T, B, out=B)
+        np.add(E, B, out=E)
+        idx = np.flatnonzero(E)  # inexact float64 sums (and NaN errors: non-finite sums)
+        if idx.size:
+            ef = E.reshape(-1)[idx]
+            if not np.isfinite(ef).all():
+                acc = _round_add(acc, T, actx)
+                continue
+            ts, cs = eft.to_sticky(S.reshape(-1)[idx], ef)
+        actx.round(S, out=acc)
+        if idx.size:
+            acc.reshape(-1)[idx] = actx.round(ts, cs)
+    return acc
 
 
 def _exact_products_slow(xk, yk, n, out_shape, octx):
