@@ -422,11 +422,12 @@ def _chain_matmul_fast(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape):
     """``_chain_matmul`` for finite inputs (see ``_fast_ok``), bit for bit the same steps.
 
     Per tile of output rows and block of L products along K: the L products and their
-    exponents e_a + e_b are formed in three buffers of L x tile (int16 exponents), e_max
-    is one maximum over the block, every product is scaled by the one power of two
-    2**(F - e_max) of its output (exact: the products are exact and stay below
-    2**(F + 2)) and all of them are truncated toward zero to integers by one call of
-    ``round_values``; their float64 sum is exact (integers below 2**(F + 8)).  Products
+    exponents e_a + e_b are formed in buffers of L x tile (int16 exponents), e_max is
+    one maximum over the block, and the unit of the alignment is q = 2**(e_max - F).
+    A product whose last bit (at least 2**(e_a + e_b - 2 mbits)) is not below q is a
+    multiple of q already; only the others are scaled to units by 2**(F - e_max),
+    truncated toward zero by ``round_values`` and scaled back (all exact).  Every term
+    is then a multiple of q below 2**(F + 2) q, so their float64 sum is exact.  Products
     of finite inputs are finite, so only the accumulator can carry Inf or NaN."""
     nb = len(out_shape) - 2
     x = x.reshape((1,) * (nb - (x.ndim - 2)) + x.shape)
@@ -469,26 +470,31 @@ def _chain_matmul_fast(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape):
                 cv = np.where(fin, acc, 0.0)
                 e_max = np.maximum(em, np.where(cv != 0, _exponents_bits(cv, cfmt), floor))
             scale = F - e_max
-            with np.errstate(under="ignore"):
-                np.multiply(p, _pow2(scale), out=p)  # exact (see the docstring)
-            # d = e_max - e_a - e_b - (F - 2 mbits) - 1: where it is negative the scaled
-            # product is an integer already (its last bit is at least 2**(e_a + e_b - 2
-            # mbits)), and zero products have d >= 8000; the others are truncated.
+            # d = e_max - e_a - e_b - (F - 2 mbits) - 1: where it is negative the product
+            # is a multiple of the unit q = 2**(e_max - F) already (its last bit is at
+            # least 2**(e_a + e_b - 2 mbits)), and zero products have d >= 8000; only
+            # the others are truncated, scaled to units by 2**scale and back (exact).
             np.subtract((e_max - (thr + 1)).astype(np.int16), e, out=d[:k1 - k0])
             need = np.flatnonzero(d[:k1 - k0].view(np.uint16) < 8000)
             if need.size:
-                pf = p.reshape(-1)
-                pf[need] = round_values(pf[need], _ALIGNED, "toward_zero", "saturate")
-            S = np.add.reduce(p, axis=0)
-            unscale = _pow2(-scale)
+                pf, at = p.reshape(-1), need % scale.size
+                sf = scale.reshape(-1)[at]
+                with np.errstate(under="ignore"):
+                    y = pf[need] * _pow2(sf)
+                pf[need] = round_values(y, _ALIGNED, "toward_zero", "saturate", out=y) \
+                    * _pow2(-sf)
+            # every term is now a multiple of q below 2**(F + 2) q: the float64 sum of up
+            # to 33 of them is exact in any order
+            val = np.add.reduce(p, axis=0)
             if after:
-                s = _finish(S, S * unscale, None, None, m, ofmt)
+                s = _finish(val, val, None, None, m, ofmt)
                 t, cls = eft.exact_sum(s, acc)
                 acc = round_values(t, ofmt, "nearest_even", policy, sticky=cls)
             else:
                 yc = cv * _pow2(scale)  # exact: |c| < 2**(e_max + 1)
-                S += round_values(yc, _ALIGNED, "toward_zero", "saturate", out=yc)
-                acc = _finish(S, S * unscale, ~fin, acc, m, ofmt)
+                val += round_values(yc, _ALIGNED, "toward_zero", "saturate", out=yc) \
+                    * _pow2(-scale)
+                acc = _finish(val, val, ~fin, acc, m, ofmt)
             cfmt = ofmt
         out[..., r0:r1, :] = acc
     return out
