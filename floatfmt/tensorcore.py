@@ -429,6 +429,13 @@ def _chain_matmul_fast(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape):
     truncated toward zero by ``round_values`` and scaled back (all exact).  Every term
     is then a multiple of q below 2**(F + 2) q, so their float64 sum is exact.  Products
     of finite inputs are finite, so only the accumulator can carry Inf or NaN."""
+    if out_shape[-1] < out_shape[-2] and out_shape[-1] < 64:
+        # few columns: work on the transpose (the model is symmetric in a and b), so that
+        # numpy's inner loops run along the long axis
+        ct = None if c is None else np.swapaxes(np.broadcast_to(c, out_shape), -1, -2)
+        tshape = out_shape[:-2] + (out_shape[-1], out_shape[-2])
+        return np.swapaxes(_chain_matmul_fast(np.swapaxes(y, -1, -2), np.swapaxes(x, -1, -2),
+                                              in_fmt, m, ct, tshape), -1, -2)
     nb = len(out_shape) - 2
     x = x.reshape((1,) * (nb - (x.ndim - 2)) + x.shape)
     y = y.reshape((1,) * (nb - (y.ndim - 2)) + y.shape)
