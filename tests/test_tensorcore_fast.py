@@ -52,7 +52,7 @@ def test_fast_matmul_and_mma_equal_slow_model(name, m, monkeypatch):
     occur); with and without an accumulator input."""
     monkeypatch.setattr(tc, "_TILE_TERMS", 4 * m.L * 7)  # 4 rows of 7 columns per tile
     rng = np.random.default_rng(zlib.crc32(name.encode()))
-    M, N, K = 9, 7, 2 * m.L + m.L // 2 + 1
+    M, N, K = (9, 7, 2 * m.L + m.L // 2 + 1) if len(name) % 2 else (7, 9, 2 * m.L + 3)
     a, b = _operands(m, (M, K), (K, N), rng)
     x, y, in_fmt = tc._cast_inputs(a, b, m.fmt, m, "nearest_even", None, False, False, None)
     assert tc._fast_ok(x, y, m)  # this test is about the fast kernel
@@ -73,15 +73,16 @@ def test_fast_kernel_equals_general_path(name, m, monkeypatch):
     on 48 x 40 x (3 L + 5) products, with batch axes that broadcast."""
     rng = np.random.default_rng(zlib.crc32(name.encode()) + 1)
     K = 3 * m.L + 5
-    a, b = _operands(m, (2 * 48, K), (K, 40), rng)
-    a = a.reshape(2, 48, K)
-    c = _random_c(m, 48 * 40, rng).reshape(48, 40)
+    rows, cols = (48, 40) if len(name) % 2 else (40, 48)  # few columns: the transposed work
+    a, b = _operands(m, (2 * rows, K), (K, cols), rng)
+    a = a.reshape(2, rows, K)
+    c = _random_c(m, rows * cols, rng).reshape(rows, cols)
     fast = ff.mma(a, b, c, m.fmt, m, acc_fmt=m.acc_fmt)
     fast0 = ff.matmul(a, b, m.fmt, model=m, acc_fmt=m.acc_fmt)
     monkeypatch.setattr(tc, "_fast_ok", lambda *args: False)
     general = ff.mma(a, b, c, m.fmt, m, acc_fmt=m.acc_fmt)
     general0 = ff.matmul(a, b, m.fmt, model=m, acc_fmt=m.acc_fmt)
-    assert fast.shape == (2, 48, 40)
+    assert fast.shape == (2, rows, cols)
     assert _same(fast, general).all(), (name, int((~_same(fast, general)).sum()))
     assert _same(fast0, general0).all(), (name, int((~_same(fast0, general0)).sum()))
 
