@@ -342,11 +342,15 @@ def _seq_products(xk, yk, n, out_shape, actx):
     """``_seq`` over the exact products xk(k) * yk(k), with its results bit for bit, in
     preallocated buffers: each step forms the float64 sum s = acc + t and its TwoSum error
     e, rounds s as it is, and rounds again, with the remainder class of e, only the few
-    elements where e != 0.  A step with a non-finite sum is handed to ``_round_add``."""
+    elements where e != 0 and s is a multiple of half a step of acc_fmt (elsewhere a
+    remainder below half a float64 ulp of s cannot move s across a rounding decision).
+    A step with a non-finite sum is handed to ``_round_add``."""
     acc = np.array(actx.round(np.broadcast_to(xk(0) * yk(0), out_shape)), np.float64)
     if n == 1:
         return acc
     T, S, B, E = (np.empty(out_shape) for _ in range(4))
+    f = actx.fmt
+    low = np.int64((1 << (52 - f.mbits - 1)) - 1) if f.kind == "float" and f.mbits <= 50 else None
     for k in range(1, n):
         np.multiply(xk(k), yk(k), out=T)
         np.add(acc, T, out=S)
@@ -361,7 +365,14 @@ def _seq_products(xk, yk, n, out_shape, actx):
             if not np.isfinite(ef).all():
                 acc = _round_add(acc, T, actx)
                 continue
-            ts, cs = eft.to_sticky(S.reshape(-1)[idx], ef)
+            sv = S.reshape(-1)[idx]
+            if low is not None:
+                # the remainder e (|e| <= half an ulp of s in float64) can only change the
+                # rounding where s is a decision point of acc_fmt: a multiple of half its
+                # step, so s has no bits below its leading mbits + 1; skip the others
+                keep = (sv.view(np.int64) & low) == 0
+                idx, sv, ef = idx[keep], sv[keep], ef[keep]
+            ts, cs = eft.to_sticky(sv, ef) if idx.size else (None, None)
         actx.round(S, out=acc)
         if idx.size:
             acc.reshape(-1)[idx] = actx.round(ts, cs)

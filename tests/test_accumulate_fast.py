@@ -71,3 +71,18 @@ def test_seq_kernel_equals_generic_path(mode, monkeypatch):
     slow = ff.matmul(A, B, "bf16", rounding=mode)
     dslow = ff.dot(A[0], B.T[:20], "bf16", rounding=mode)
     assert _same(fast, slow) and _same(dfast, dslow)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_seq_kernel_sum_on_a_tie_with_a_remainder(mode):
+    """acc = 1 + 2**-23 plus the product (1 + 2**-23) * 2**-24 (1 - 2**-23) = 2**-24 -
+    2**-70: the float64 sum is the fp32 tie 1 + 3 * 2**-24 and the remainder -2**-70
+    decides every mode (RNE of the float64 sum alone would give 1 + 2**-22)."""
+    a = np.array([[1.0, 1.0 + 2.0 ** -23]])
+    b = np.array([[1.0 + 2.0 ** -23], [2.0 ** -24 * (1 - 2.0 ** -23)]])
+    got = ff.matmul(a, b, "fp32", rounding=mode)[0, 0]
+    exact = Fraction(1) + Fraction(2) ** -23 + Fraction(2) ** -24 - Fraction(2) ** -70
+    want = Ref("fp32", mode).r(exact)
+    assert _same(got, want), (mode, got, want)
+    if mode == "nearest_even":
+        assert got == 1.0 + 2.0 ** -23
