@@ -6,9 +6,9 @@ import numpy as np
 
 from .exact import holds, to_exact
 from .formats import get_format
-from .rounding import make_rng, resolve_mode, resolve_overflow, round_values
+from .rounding import Decision, decide, make_rng, resolve_mode, resolve_overflow, round_values
 
-__all__ = ["cast", "round_exact"]
+__all__ = ["cast", "round_exact", "rounding_decision"]
 
 
 def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
@@ -19,6 +19,15 @@ def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=
     validates the options, turns ``daz`` into the input format's subnormal
     threshold and calls the one rounding routine.
     """
+    fmt, values, mode, policy, daz_below, rng = _prepare(ex, fmt, rounding, overflow, daz, rng,
+                                                          sr_bits)
+    return round_values(values, fmt, mode, policy, ftz=bool(ftz), daz_below=daz_below,
+                        rng=rng, sr_bits=sr_bits, sticky=ex.sticky, resid=ex.resid)
+
+
+def _prepare(ex, fmt, rounding, overflow, daz, rng, sr_bits):
+    """The options checked and the values made ready for ``round_values`` (shared by
+    ``round_exact`` and ``rounding_decision``)."""
     fmt = get_format(fmt)
     mode = resolve_mode(rounding)
     policy = resolve_overflow(overflow, fmt)
@@ -36,8 +45,34 @@ def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=
             values = np.where(np.isfinite(values),
                               np.copysign(np.fmod(np.abs(values), float(1 << fmt.bits)), values),
                               values)
-    return round_values(values, fmt, mode, policy, ftz=bool(ftz), daz_below=daz_below,
-                        rng=rng, sr_bits=sr_bits, sticky=ex.sticky)
+    return fmt, values, mode, policy, daz_below, rng
+
+
+def rounding_decision(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
+                      rng=None, *, sr_bits=None, stored=None) -> Decision:
+    """How ``cast(x, fmt, ...)`` rounds the scalar ``x``: a ``rounding.Decision``.
+
+    The input goes through the same intake and preparation as ``cast`` (exact
+    value, daz threshold of the input's own format, wrap reduction) and then to
+    ``rounding.decide``, so ``rounding_decision(...).value == cast(...)`` for the
+    same arguments, a stochastic draw with the same ``rng`` included.
+    ``stored``: the value an earlier cast stored (see ``decide``).  Used by
+    ``explain``.
+
+    >>> d = rounding_decision(-127.6, "int8")
+    >>> d.lower, d.upper, d.chosen, d.nearer, d.value
+    (Fraction(-128, 1), Fraction(-127, 1), 'lower', 'lower', -128.0)
+    """
+    fmt = get_format(fmt)
+    ex = to_exact(x, wrap_bits=fmt.bits if overflow == "wrap" else None)
+    if not ex.scalar:
+        raise TypeError(f"rounding_decision takes one number, not {type(x).__name__}")
+    fmt, values, mode, policy, daz_below, rng = _prepare(ex, fmt, rounding, overflow, daz, rng,
+                                                          sr_bits)
+    sticky = 0 if ex.sticky is None else int(ex.sticky)
+    resid = None if ex.resid is None else int(ex.resid)
+    return decide(float(values), fmt, mode, policy, ftz=bool(ftz), daz_below=daz_below, rng=rng,
+                  sr_bits=sr_bits, sticky=sticky, resid=resid, stored=stored)
 
 
 def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,

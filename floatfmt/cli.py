@@ -1,6 +1,6 @@
 """The ``floatfmt`` command.
 
-Subcommands: ``show``, ``formats``, ``tour``, ``figures``, ``train``,
+Subcommands: ``show``, ``formats``, ``tour``, ``explore``, ``figures``, ``train``,
 ``gpu-report``.  Each subcommand's work lives in the module that owns it; this
 file only parses arguments.
 """
@@ -74,6 +74,20 @@ def formats_table() -> str:
     return "\n".join(rows)
 
 
+def explore(out=None, open_browser=True):
+    """``floatfmt explore``: write the explorer page, print its path, open it."""
+    import tempfile
+    import webbrowser
+    from pathlib import Path
+
+    from .explorer import write_explorer
+    path = write_explorer(out if out is not None else Path(tempfile.gettempdir()) / "floatfmt-explorer.html")
+    print(path)
+    if open_browser:
+        webbrowser.open(path.resolve().as_uri())
+    return path
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="floatfmt", description="Bit-exact number formats of deep learning.")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
@@ -89,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
                        description="Print a guided tour of floatfmt with numbers computed on the spot.")
     t.add_argument("--figures", action="store_true", help="also write the figures")
     t.add_argument("--out", default="figures", help="folder for --figures (default figures/)")
+    x = sub.add_parser("explore", help="write the explorer page and open it in a browser (offline)",
+                       description="Write the explorer page (bits, rounding in every format, MX blocks) "
+                                   "as one self-contained HTML file and open it in the default browser.")
+    x.add_argument("--out", default=None,
+                   help="file or folder to write (default: floatfmt-explorer.html in the temp folder)")
+    x.add_argument("--no-open", action="store_true", help="only write the file and print its path")
     f = sub.add_parser("figures", help="write every figure as PNG",
                        description="Write the lesson figures as PNG files.")
     f.add_argument("--out", default="figures", help="output folder (default figures/)")
@@ -116,6 +136,8 @@ def main(argv=None) -> int:
         elif args.cmd == "tour":
             from .tour import run_tour
             run_tour(figures_out=args.out if args.figures else None)
+        elif args.cmd == "explore":
+            explore(args.out, not args.no_open)
         elif args.cmd == "figures":
             from .plot import write_figures
             for path in write_figures(args.out):

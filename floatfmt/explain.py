@@ -33,7 +33,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .cast import cast
+from .cast import cast, rounding_decision
 from .codec import values_to_codes
 from .exact import _parse_string, floor_log2, to_exact
 from .formats import Format, get_format, hex_code
@@ -94,7 +94,12 @@ def _num(v) -> str:
     if v is None:
         return "none"
     if isinstance(v, Fraction):
-        v = float(v)
+        try:
+            v = float(v)
+        except OverflowError:  # past float64: 2^1024 (fp64's virtual neighbour), 10**400 ...
+            p2 = _pow2(v)
+            return (("-" if v < 0 else "") + p2 if p2 else
+                    f"{Decimal(v.numerator) / Decimal(v.denominator):.17g}".lower())
     if isinstance(v, float) and math.isfinite(v) and v == int(v) and abs(v) < 1e16:
         return f"{int(v)}" if v != 0 or math.copysign(1, v) > 0 else "-0"
     return repr(float(v))
@@ -188,6 +193,15 @@ def _input_text(x, short=False) -> str:
     return repr(x)
 
 
+def _to_float(v: Fraction) -> float:
+    """A Fraction as a float, +-Inf past float64's range (fp64's virtual neighbour
+    2**1024, the error of a huge input)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
 def _binary_fraction(t: Fraction, nbits: int = 24) -> str:
     """Binary digits of t in [0, 1) after the point, ``…`` when more follow."""
     out = []
@@ -202,16 +216,29 @@ def _binary_fraction(t: Fraction, nbits: int = 24) -> str:
 class Explanation:
     """How one value is stored in a format; see ``explain``.
 
+    Every statement is worded from ``decision`` (a ``rounding.Decision``: what
+    the one rounding routine did with this value, the stored value included),
+    so the explanation cannot drift from ``cast``.
+
     Attributes (read-only by convention): ``input``, ``exact`` (Fraction of the
-    input, None for Inf/NaN), ``format``, ``rounding``, ``overflow``, ``value``
-    (stored, Python float), ``code`` (int, None when the format has no code for
-    the result), ``bits`` (binary string), ``lower`` / ``upper`` (neighbours,
-    floats; None past the finite range), ``position`` (Fraction in [0, 1]: where
-    the input lies from lower to upper), ``tie``, ``guard``, ``sticky``,
-    ``direction`` ("exact", "toward zero", "away from zero", "overflow", ...),
-    ``reason`` (one sentence), ``cls``, ``sign``, ``exponent`` (unbiased),
-    ``significand`` (Fraction), ``gap`` (spacing around the input),
-    ``abs_error``, ``rel_error``, ``ulp_error`` (floats, None when undefined).
+    input, None for Inf/NaN), ``format``, ``rounding``, ``overflow``,
+    ``decision``, ``value`` (stored, Python float, equal to ``cast``), ``code``
+    (int, None when the format has no code for the result), ``bits`` (binary
+    string), ``lower`` / ``upper`` (the neighbours on the format's grid that
+    bracket the rounded value, floats; equal when nothing is rounded; one or
+    both may lie outside the format's range, see ``decision.outside``; None
+    for Inf/NaN, invalid inputs and inputs far past the range), ``nearer``
+    (the nearer neighbour, None when exact or a tie), ``position`` (Fraction
+    in [0, 1]: where the rounded value lies from lower to upper), ``tie``,
+    ``guard``, ``sticky``, ``direction`` ("exact", "toward zero", "away from
+    zero" (the magnitude of the chosen neighbour against the input's),
+    "overflow", "invalid", "nan", "flushed" (a subnormal value of the format
+    flushed by ftz), or "either way" for a stochastic draw the result cannot
+    reveal), ``overflowed``, ``saturated``, ``flushed`` (bools),
+    ``reason`` (sentences), ``notes``, ``cls``, ``sign``, ``exponent``
+    (unbiased), ``significand`` (Fraction), ``gap`` (spacing around the
+    input), ``abs_error``, ``rel_error`` (both signed: stored minus exact, the
+    relative one divided by |exact|), ``ulp_error`` (floats, None when undefined).
     """
 
     def __init__(self, x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
@@ -223,10 +250,11 @@ class Explanation:
         self.overflow = resolve_overflow(overflow, f)
         self.overflow_given = overflow
         self.ftz, self.daz = bool(ftz), bool(daz)
+        self.sr_bits = sr_bits
         self.exact, special = _as_exact(x)
-        if stored is None:
-            stored = cast(x, f, rounding, overflow, ftz, daz, rng, sr_bits=sr_bits)
-        self.value = float(stored)
+        self.decision = rounding_decision(x, f, rounding, overflow, ftz, daz, rng, sr_bits=sr_bits,
+                                          stored=stored)
+        self.value = self.decision.value
         self.notes: list[str] = []
         self._classify()
         self._neighbours(special)
@@ -261,55 +289,212 @@ class Explanation:
         elif f.kind == "int" and self.cls in ("normal", "zero"):
             self.exponent, self.significand = 0, Fraction(abs(int(v)))
 
-    def _virtual_next(self):
-        """The first value past max in the top binade (not representable)."""
+    def _rounded_exact(self):
+        """The exact value the routine rounded: the input, or 0 after daz, or the input
+        reduced modulo 2**bits for overflow='wrap'."""
+        d, X = self.decision, self.exact
+        if d.daz:
+            return Fraction(0)
+        if X is not None and self.overflow == "wrap":
+            red = abs(X) % (1 << self.format.bits)
+            return -red if X < 0 else red
+        return X
+
+    def _range_text(self) -> str:
         f = self.format
-        return f.max + 1.0 if f.kind == "int" else f.max + 2.0 ** (f.emax - f.mbits)
+        if f.kind == "int":
+            return f"{_num(f.min)}..{_num(f.max)}"
+        return f"{_num(-f.max) if f.signed else _num(f.min)}..{_num(f.max)}"
+
+    def _outside_text(self, v) -> str:
+        """Why the grid value v is not a value of the format."""
+        f = self.format
+        if v > f.max_exact:
+            what = f"past the largest finite value {_num(f.max)}"
+            if f.kind == "float" and f.nan == "all_ones" and Fraction(v) == self._top_code_value():
+                what += f" (that code is NaN in {f.name})"
+            return what
+        if f.kind == "int" or not f.signed:
+            return f"below the smallest value {_num(f.min)} of {f.name}"
+        return f"past the most negative finite value {_num(-f.max)}"
+
+    def _top_code_value(self) -> Fraction:
+        f = self.format
+        return (Fraction(2) - Fraction(1, 1 << f.mbits)) * Fraction(2) ** f.emax if f.mbits else \
+            Fraction(2) ** (f.emax + 1)
 
     def _neighbours(self, special):
-        f, X = self.format, self.exact
-        self.lower = self.upper = self.position = self.gap = None
-        self.tie = self.guard = self.sticky = self.dropped = None
-        if X is None:
-            self._special_input(special)
+        f, d = self.format, self.decision
+        self.lower = self.upper = self.nearer = self.position = self.gap = None
+        self.tie, self.guard = d.tie, None
+        self.sticky = self.dropped = None
+        self.overflowed = d.out_of_range is not None and d.action is not None
+        self.saturated = d.action == "saturate"
+        self.flushed = d.action == "flush"
+        parts = []
+        if d.daz:
+            src = to_exact(self.input).src.name
+            parts.append(f"daz: the input {_num(self.exact)} is subnormal in its own format ({src}), "
+                         f"so it is treated as {'-' if d.input == 0 and math.copysign(1, d.input) < 0 else ''}0 "
+                         "before rounding.")
+        if d.special == "nan":
+            self.direction = "nan"
+            self.reason = ("NaN stays NaN." if f.has_nan else
+                           f"{f.name} has no NaN code: cast returns NaN, encode refuses it.")
             return
-        lo = cast(X, f, "down", "saturate")
-        hi = cast(X, f, "up", "saturate")
-        if math.isnan(lo) or math.isnan(hi):
+        if d.special == "inf":
+            s = "+" if special > 0 else "-"
+            self.direction = "exact" if d.action is None else "overflow"
+            if d.action is None:
+                self.reason = f"{s}Inf is a value of {f.name}."
+            else:
+                have = "" if f.inf else f"{f.name} has no Inf; "
+                self.reason = have + self._action_text(d, s + "Inf")
+            return
+        X = self._rounded_exact()
+        if d.invalid:
             self.direction = "invalid"
-            self.reason = (f"{f.name} has no value for {_num(X)}"
-                           + (" (it is unsigned)." if not f.signed and X < 0 else ".")
-                           + f" Result: {_num(self.value)}.")
+            why = ("it has no negative values" if (X is not None and X < 0) or d.input < 0
+                   or math.copysign(1, d.input) < 0 else "it has no zero")
+            self.reason = " ".join(parts + [f"{f.name} has no value for {_num(X if X is not None else special)} "
+                                            f"({why}): the result is {_num(self.value)}."])
             return
-        top = Fraction(f.max)
-        past = X > top or (f.signed and X < -top)
-        if X > top:
-            lo, hi = f.max, self._virtual_next()
-        elif past:
-            lo, hi = -self._virtual_next(), -f.max
-        self.lower, self.upper = lo, hi
+        if X is not None and self.overflow == "wrap" and X != self.exact:
+            parts.append(f"wrap: the input is first reduced modulo 2^{f.bits} = {1 << f.bits}, "
+                         f"to {_num(X)}.")
+        if d.beyond:
+            self.direction = "overflow"
+            where = (f"far past the largest finite value {_num(f.max)}" if d.out_of_range == "above"
+                     else f"far below the most negative value {self._range_text().split('..')[0]}")
+            parts.append(f"x is {where}: every neighbour lies outside {f.name}'s range "
+                         f"({self._range_text()}).")
+            parts.append(self._action_text(d, None))
+            self.reason = " ".join(parts)
+            return
+        lo, hi = d.lower, d.upper
+        self.lower, self.upper = _to_float(lo), _to_float(hi)
         if lo == hi:
             self.position = Fraction(0)
-            self.gap = self._ulp_at(X)
-            self.direction = "exact"
-            self.reason = f"{_num(X)} is a value of {f.name}: nothing to round."
+            self.gap = self._ulp_at(lo)
+            if d.out_of_range is None:
+                self.direction = "flushed" if d.action == "flush" else "exact"
+                if d.daz:
+                    parts.append(f"0 is a value of {f.name}.")
+                elif d.action == "flush":
+                    parts.append(f"{_num(X)} is a subnormal value of {f.name}, and ftz flushes "
+                                 f"subnormal results to zero: {_num(self.value)}.")
+                else:
+                    parts.append(f"{_num(X)} is a value of {f.name}: nothing to round.")
+                self.reason = " ".join(parts)
+            else:
+                self.direction = "overflow"
+                kind = "an integer" if f.kind == "int" else f"on {f.name}'s grid of significands"
+                parts.append(f"{_num(X)} is {kind} but lies {self._outside_text(lo)}.")
+                parts.append(self._action_text(d, None))
+                self.reason = " ".join(parts)
             self._underflow_note(X)
             return
-        flo, fhi = Fraction(lo), Fraction(hi)
-        self.gap = fhi - flo
-        # Past max by a whole step or more: even unbounded rounding lands outside.
-        beyond = X >= fhi if (past and X > 0) else X <= flo if past else False
-        # Magnitude view: the neighbour toward zero ("near") and the one away from it ("far").
-        near, far = (flo, fhi) if X > 0 else (fhi, flo)
-        if not beyond:
-            self.position = (X - flo) / self.gap
-            frac = (abs(X) - abs(near)) / self.gap
-            self.dropped = frac
-            self.guard = int(frac >= Fraction(1, 2))
-            self.sticky = int(frac % Fraction(1, 2) != 0)
-            self.tie = frac == Fraction(1, 2)
-        self._decide(X, near, far, past, beyond)
+        self.gap = hi - lo
+        self.position = (X - lo) / self.gap
+        near, far = (lo, hi) if X > 0 or (X == 0 and d.input >= 0 and math.copysign(1, d.input) > 0) \
+            else (hi, lo)
+        frac = abs(X - near) / self.gap
+        self.dropped = frac
+        self.guard = int(frac >= Fraction(1, 2))
+        self.sticky = int(frac % Fraction(1, 2) != 0)
+        if d.nearer is not None:
+            self.nearer = self.lower if d.nearer == "lower" else self.upper
+        parts.append(f"The dropped part is 0.{_binary_fraction(frac)} (binary) of a step: guard bit "
+                     f"{self.guard}, sticky bit {self.sticky}.")
+        parts.append(self._why(d, X, near, far))
+        for name in d.outside:
+            n = lo if name == "lower" else hi
+            if d.chosen != name and d.chosen != "either":
+                parts.append(f"({_num(n)} lies {self._outside_text(n)}: it is not a value of "
+                             f"{f.name}.)")
+        if d.chosen == "either":
+            self.direction = "either way"
+        elif d.out_of_range is not None:
+            self.direction = "overflow"
+        else:
+            self.direction = "toward zero" if abs(d.rounded) < abs(X) else "away from zero"
+        if d.out_of_range is not None:
+            parts.append(f"{_num(d.rounded)} lies {self._outside_text(d.rounded)}: overflow.")
+            parts.append(self._action_text(d, None))
+        elif d.action == "flush":
+            parts.append(f"{_num(d.rounded)} is subnormal in {f.name}; ftz flushes it to "
+                         f"{_num(self.value)}.")
+        elif d.action == "smallest":
+            parts.append(f"{f.name} has no zero: a result of 0 is stored as its smallest value "
+                         f"{_num(self.value)}" + (f" = {_pow2(self.value)}" if _pow2(self.value) else "")
+                         + ".")
+        if d.chosen == "either" or d.out_of_range is None:
+            parts.append(f"Stored: {_num(self.value)}.")
+        self.reason = " ".join(parts)
         self._underflow_note(X)
+
+    def _why(self, d, X, near, far) -> str:
+        """Why the mode chose the neighbour it chose (read from the decision)."""
+        f, mode = self.format, self.rounding
+        chosen = None if d.rounded is None else _num(d.rounded)
+        last = "value is even" if f.kind == "int" else "last significand bit is 0"
+        mid = (d.lower + d.upper) / 2
+        if mode in ("nearest_even", "nearest_away"):
+            if d.tie:
+                if mode == "nearest_even":
+                    rule = f"nearest_even takes the neighbour whose {last}, {chosen}."
+                else:
+                    rule = f"nearest_away takes the neighbour of larger magnitude, {chosen}."
+                return f"x is exactly the midpoint {_num(mid)} of the two: a tie, and " + rule
+            side = "below" if X < mid else "above"
+            return (f"x lies {side} the midpoint {_num(mid)}, so the nearer neighbour is "
+                    f"{_num(self.nearer)}, and nearest rounding takes it.")
+        if mode == "toward_zero":
+            return f"Mode toward_zero: the dropped bits are discarded, which takes the neighbour of smaller magnitude, {chosen}."
+        if mode == "up":
+            return f"Mode up takes the upper neighbour (toward +Inf), {chosen}."
+        if mode == "down":
+            return f"Mode down takes the lower neighbour (toward -Inf), {chosen}."
+        if mode == "odd":
+            return (f"Round to odd takes the neighbour whose "
+                    f"{'value is odd' if f.kind == 'int' else 'last significand bit is 1'}, {chosen}, "
+                    "so the dropped part leaves a trace.")
+        p = self.dropped
+        sr = self.sr_bits
+        if sr is not None:
+            p = Fraction(math.floor(p * (1 << sr)), 1 << sr)
+        text = (f"Stochastic rounding takes {_num(far)} (larger magnitude) with probability "
+                f"{float(p):.6g}" + (f" (the dropped fraction cut to {sr} bits)" if sr is not None
+                                     else " (the dropped fraction of a step)")
+                + f", else {_num(near)}")
+        if d.chosen == "either":
+            return text + (f"; both would be stored as {_num(self.value)}, so this draw cannot be "
+                           "seen in the result.")
+        return text + f"; this draw took {chosen}."
+
+    def _action_text(self, d, what) -> str:
+        """The range handling the decision records, in words."""
+        text = self._action_words(d, what)
+        return text if text.startswith(self.format.name) else text[:1].upper() + text[1:]
+
+    def _action_words(self, d, what) -> str:
+        f, v, mode = self.format, self.value, self.rounding
+        s = "" if what is None else f"{what}: "
+        if d.action == "inf":
+            return s + f"the overflow policy 'inf' gives {_num(v)}."
+        if d.action == "nan":
+            return s + "the overflow policy 'nan' gives NaN."
+        if d.action == "saturate":
+            if f.kind == "int":
+                return s + f"{f.name} saturates out-of-range values: {_num(v)}."
+            return s + f"the overflow policy 'saturate' clips it to {_num(v)}."
+        if d.action == "wrap":
+            return s + f"two's complement wrap-around (modulo {1 << f.bits}) gives {_num(v)}."
+        if d.action == "max":
+            return s + (f"rounding {mode} does not round outward on this side, so IEEE 754 gives "
+                        f"the largest finite magnitude, {_num(v)}, not {'-' if v < 0 else '+'}"
+                        f"{'Inf' if self.overflow == 'inf' else 'NaN'}.")
+        return s + f"the result is {_num(v)}."
 
     def _ulp_at(self, X) -> Fraction:
         f = self.format
@@ -319,112 +504,16 @@ class Explanation:
         e = f.emin if a == 0 else max(floor_log2(a), f.emin)
         return Fraction(2) ** (e - f.mbits)
 
-    def _parity(self, v: Fraction) -> int:
-        """Last bit of v's significand counted in steps of the gap (what ties-to-even
-        looks at: the mantissa's last bit, or for integers the value's)."""
-        return int(abs(v) / self.gap) & 1
-
-    def _rule(self, near, far) -> str:
-        """Sentence on how the mode chooses, from the guard and sticky bits."""
-        mode, frac = self.rounding, self.dropped
-        if mode in ("nearest_even", "nearest_away"):
-            if self.tie:
-                if mode == "nearest_away":
-                    return "Exactly halfway (guard 1, sticky 0): a tie, which goes away from zero. "
-                even = far if self._parity(far) == 0 else near
-                return ("Exactly halfway (guard 1, sticky 0): a tie, which goes to the even "
-                        f"neighbour (last significand bit 0), {_num(even)}. ")
-            if self.guard:
-                return "Past the midpoint (guard 1, sticky 1): the nearer neighbour is away from zero. "
-            return "Below the midpoint (guard 0): the nearer neighbour is toward zero. "
-        if mode == "toward_zero":
-            return "Toward zero: the dropped bits are simply discarded. "
-        if mode in ("up", "down"):
-            return (f"Rounding {mode} (toward {'+' if mode == 'up' else '-'}Inf) takes the neighbour "
-                    "on that side whenever anything is dropped. ")
-        if mode == "odd":
-            return ("Round to odd: something was dropped, so take the neighbour whose last bit is 1 "
-                    f"({_num(far if self._parity(far) else near)}). ")
-        return (f"Stochastic: away from zero with probability {float(frac):.4g} (the dropped "
-                "fraction of a step). ")
-
-    def _rounds_out(self, X) -> bool:
-        """Whether rounding with an unlimited exponent range lands past max."""
-        mode, frac = self.rounding, self.dropped
-        if frac is None:
-            return True
-        if mode == "nearest_even":
-            return frac > Fraction(1, 2) or (self.tie and self._parity(Fraction(self._virtual_next())) == 0)
-        if mode == "nearest_away":
-            return frac >= Fraction(1, 2)
-        if mode in ("up", "down"):
-            return (X > 0) == (mode == "up")
-        if mode == "odd":
-            return bool(self._parity(Fraction(self._virtual_next())))
-        if mode == "stochastic":
-            return not math.isfinite(self.value) or abs(self.value) == self.format.max \
-                and self.overflow == "saturate"
-        return False
-
-    def _decide(self, X, near, far, past, beyond):
-        f, v = self.format, self.value
-        frac = self.dropped
-        gs = "" if frac is None else (f"The dropped part is 0.{_binary_fraction(frac)} (binary) of a "
-                                      f"step: guard bit {self.guard}, sticky bit {self.sticky}. ")
-        rule = "" if frac is None else self._rule(near, far)
-        if past:
-            if beyond:
-                head = (f"|x| is past the largest finite value {_num(f.max)} by a step or more "
-                        f"(the next binade would start at {_num(self._virtual_next())}). ")
-            else:
-                head = gs + rule + (f"The neighbour {_num(far)} lies past the largest finite value "
-                                    f"{_num(f.max)}. ")
-            if self._rounds_out(X) or beyond:
-                self.direction = "overflow"
-                tail = f"Overflow: policy '{self.overflow}' gives {_num(v)}."
-                if math.isfinite(v) and self.overflow != "saturate":
-                    tail += (f" (Rounding {self.rounding} never rounds outward past max, so the "
-                             "result is the largest finite value.)")
-                self.reason = head + tail
-                return
-            self.reason = head + f"Result: {_num(v)}."
-            self.direction = "toward zero"
-            return
-        went_far = math.isfinite(v) and Fraction(v) == far
-        self.direction = "away from zero" if went_far else "toward zero"
-        self.reason = gs + rule + f"Result: {_num(v)}."
-        if self.rounding == "stochastic":
-            self.reason = gs + rule + f"This draw went {self.direction}: {_num(v)}."
-
-    def _special_input(self, special):
-        f, v = self.format, self.value
-        if math.isnan(special):
-            self.direction = "nan"
-            self.reason = ("NaN stays NaN." if f.has_nan else
-                           f"{f.name} has no NaN code: cast returns NaN, encode refuses it.")
-        else:
-            self.direction = "overflow" if not math.isinf(v) else "exact"
-            if f.inf:
-                self.reason = f"{'+' if special > 0 else '-'}Inf is a value of {f.name}."
-                if not math.isinf(v):
-                    self.reason = f"Overflow policy '{self.overflow}' maps Inf to {_num(v)}."
-            else:
-                self.reason = (f"{f.name} has no Inf; overflow policy '{self.overflow}' "
-                               f"gives {_num(v)}.")
-
     def _underflow_note(self, X):
-        f, v = self.format, self.value
-        if f.kind != "float" or X == 0:
+        f, d, v = self.format, self.decision, self.value
+        if f.kind != "float" or d.daz or X is None or X == 0 or not math.isfinite(v):
             return
-        if abs(X) < Fraction(f.smallest_normal) and f.subnormals:
-            if v == 0:
-                self.notes.append(f"Underflow: |x| is below the smallest normal {_num(f.smallest_normal)} "
-                                  f"and rounds to zero" + (" (flushed by ftz)." if self.ftz else "."))
-            elif abs(v) < f.smallest_normal:
-                self.notes.append(f"Subnormal range: below {_num(f.smallest_normal)} the spacing stays "
-                                  f"{_num(f.smallest_subnormal)}, so precision is lost.")
-        if self.daz and abs(X) != 0 and v == 0 and not self.notes:
-            self.notes.append("The input was treated as zero (daz).")
+        if d.rounded == 0 and d.chosen in ("lower", "upper") and f.zero:
+            self.notes.append(f"Underflow: |x| is below the smallest positive value "
+                              f"{_num(f.smallest_subnormal)}, and the chosen neighbour is 0.")
+        elif v != 0 and abs(v) < f.smallest_normal:
+            self.notes.append(f"Subnormal range: below {_num(f.smallest_normal)} the spacing stays "
+                              f"{_num(f.smallest_subnormal)}, so precision is lost.")
 
     def _errors(self):
         X, v = self.exact, self.value
@@ -432,10 +521,10 @@ class Explanation:
         if X is None or not math.isfinite(v):
             return
         err = Fraction(v) - X
-        self.abs_error = float(err)
-        self.rel_error = float(abs(err) / abs(X)) if X != 0 else None
+        self.abs_error = _to_float(err)  # +-Inf when past float64 (10**400 saturated)
+        self.rel_error = _to_float(err / abs(X)) if X != 0 else None
         gap = self.gap if self.gap else self._ulp_at(X)
-        self.ulp_error = float(err / gap)
+        self.ulp_error = _to_float(err / gap)
 
     # -- field view ------------------------------------------------------------------
     def fields(self):
@@ -523,6 +612,62 @@ class Explanation:
         return "".join(cells)
 
     # -- renderings --------------------------------------------------------------------
+    def summary(self) -> str:
+        """A short label for the rounding line: what happened, in words that are not
+        the name of another rounding mode."""
+        d, mode = self.decision, self.rounding
+        if d.special == "nan":
+            return "NaN"
+        if d.special == "inf":
+            return "Inf kept" if d.action is None else "overflow"
+        if d.invalid:
+            return "invalid"
+        if d.beyond or d.out_of_range is not None:
+            return "overflow"
+        if d.chosen == "exact":
+            return "zero (daz)" if d.daz else "exact" + (", flushed (ftz)" if d.action == "flush" else "")
+        if d.chosen == "either":
+            return f"random draw, stored {_num(self.value)} either way"
+        chosen = _num(d.rounded)
+        if mode in ("nearest_even", "nearest_away"):
+            what = (f"tie, to {'the even' if mode == 'nearest_even' else 'the larger-magnitude'} "
+                    f"neighbour {chosen}" if d.tie else f"to the nearer neighbour {chosen}")
+        elif mode == "stochastic":
+            what = f"random draw, to {chosen}"
+        else:
+            what = f"{mode}, to {chosen}"
+        if d.action == "flush":
+            what += ", flushed (ftz)"
+        elif d.action == "smallest":
+            what += f", stored as {_num(self.value)}"
+        return what
+
+    def _neighbour_text(self) -> str | None:
+        """The neighbours line (None when there is none to show)."""
+        d, f = self.decision, self.format
+        if d.beyond:
+            return (f"none in range: |x| is far outside {f.name}'s range {self._range_text()}")
+        if d.lower is None:
+            return None
+        if d.lower == d.upper:
+            if d.daz:
+                return "x is treated as 0 (daz), a value of " + f.name
+            if d.out_of_range is None:
+                return f"x is itself a value of {f.name}"
+            return f"x needs no rounding, but lies outside {f.name}'s range {self._range_text()}"
+        p2 = _pow2(self.gap)
+        text = (f"{_num(d.lower)}  <  x  <  {_num(d.upper)}   (step {_num(self.gap)}"
+                + (f" = {p2}" if p2 else "") + ")")
+        bad = [_num(d.lower if n == "lower" else d.upper) for n in d.outside]
+        if bad:
+            text += f"   [{' and '.join(bad)} outside {f.name}'s range {self._range_text()}]"
+        return text
+
+    def _error_text(self) -> str:
+        rel = "n/a" if self.rel_error is None else _signed_sci(self.rel_error, 4)
+        return (f"absolute {_signed_sci(self.abs_error, 6)}, relative {rel}, "
+                f"{self.ulp_error:+.4g} ulp")
+
     def text(self, colour: bool | None = None) -> str:
         """The explanation as text; ``colour=None`` colours when stdout is a terminal
         and ``NO_COLOR`` is not set."""
@@ -540,21 +685,13 @@ class Explanation:
             L.append(f"{'input':<13}{shown}" + (f"  (exactly {ex})" if ex != shown else "  (exact value)"))
         else:
             L.append(f"{'input':<13}{_input_text(self.input)}")
-        if self.lower is not None and self.position is None and self.lower != self.upper:
-            L.append(f"{'neighbours':<13}none: |x| is past the largest finite value {_num(f.max)} "
-                     "by a step or more")
-        elif self.lower is not None and self.upper is not None and self.lower != self.upper:
-            over = abs(self.upper) > f.max or abs(self.lower) > f.max
-            p2 = _pow2(float(self.gap))
-            L.append(f"{'neighbours':<13}{_num(self.lower)}  <  x  <  {_num(self.upper)}"
-                     f"   (step {_num(self.gap)}" + (f" = {p2}" if p2 else "") + ")"
-                     + ("   [the one past max is not representable]" if over else ""))
+        nb = self._neighbour_text()
+        if nb:
+            L.append(f"{'neighbours':<13}{nb}")
             line = self._line()
             if line:
                 L.append(f"{'':13}{line}   x is {float(self.position):.4g} of the way up; + is the midpoint")
-        elif self.direction == "exact" and self.exact is not None:
-            L.append(f"{'neighbours':<13}x is itself a value of {f.name}")
-        L.append(f"{'rounding':<13}{self.direction}: {self.reason}".rstrip())
+        L.append(f"{'rounding':<13}{self.summary()}: {self.reason}".rstrip())
         for n in self.notes:
             L.append(f"{'':13}{n}")
         L.append(f"{'stored':<13}{_num(self.value)}" +
@@ -570,8 +707,7 @@ class Explanation:
             L.append("two's compl. " + tc)
         L.append(f"{'class':<13}{self.cls}")
         if self.abs_error is not None:
-            L.append(f"{'error':<13}absolute {_signed_sci(self.abs_error, 6)}, relative "
-                     f"{_sci(self.rel_error, 4)}, {self.ulp_error:+.4g} ulp")
+            L.append(f"{'error':<13}{self._error_text()}")
         else:
             L.append(f"{'error':<13}n/a")
         return "\n".join(L)
@@ -589,10 +725,10 @@ class Explanation:
         rows = [("input", _input_text(self.input) + (
             f" (exactly {exact_decimal(self.exact)})" if self.exact is not None
             and exact_decimal(self.exact) != _input_text(self.input) else ""))]
-        if self.lower is not None and self.upper is not None and self.lower != self.upper:
-            rows.append(("neighbours", f"{_num(self.lower)} < x < {_num(self.upper)} "
-                                       f"(step {_num(self.gap)})"))
-        rows.append(("rounding", f"{self.direction}: {self.reason}" + " ".join(self.notes)))
+        nb = self._neighbour_text()
+        if nb:
+            rows.append(("neighbours", nb))
+        rows.append(("rounding", " ".join([f"{self.summary()}: {self.reason}"] + self.notes)))
         rows.append(("stored", exact_decimal(self.value) if math.isfinite(self.value) else _num(self.value)))
         if self.code is not None:
             rows.append(("code", f"{hex_code(self.code, f)} = {self.bits}"))
@@ -602,8 +738,7 @@ class Explanation:
             rows.append(("two's complement", self._twos_complement()))
         rows.append(("class", self.cls))
         if self.abs_error is not None:
-            rows.append(("error", f"absolute {_signed_sci(self.abs_error, 6)}, relative "
-                                  f"{_sci(self.rel_error, 4)}, {self.ulp_error:+.4g} ulp"))
+            rows.append(("error", self._error_text()))
         table = "".join(f'<tr><th style="text-align:left;padding-right:1em">{esc(k)}</th>'
                         f'<td style="text-align:left;font-family:monospace;word-break:break-all">'
                         f'{esc(str(v))}</td></tr>' for k, v in rows)
@@ -680,7 +815,7 @@ class ExplanationTable:
             out.append([str(i), _input_text(e.input, short=True), _num(e.value),
                         "-" if e.code is None else hex_code(e.code, self.format),
                         "-" if e.bits is None else _field_bits(e.fields()),
-                        e.cls, _signed_sci(e.abs_error), _sci(e.rel_error),
+                        e.cls, _signed_sci(e.abs_error), _signed_sci(e.rel_error),
                         "n/a" if e.ulp_error is None else f"{e.ulp_error:+.3f}"])
         return out
 

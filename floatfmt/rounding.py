@@ -27,13 +27,17 @@ tests run every case through both.
 from __future__ import annotations
 
 import difflib
+import math
 import threading
+from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
 from .formats import Format
 
-__all__ = ["MODES", "OVERFLOWS", "resolve_mode", "resolve_overflow", "make_rng", "round_values"]
+__all__ = ["MODES", "OVERFLOWS", "resolve_mode", "resolve_overflow", "make_rng", "round_values",
+           "Decision", "decide", "resid_class"]
 
 MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic")
 _MODE_ALIASES = {
@@ -120,13 +124,15 @@ def _odd(t):
     return np.floor(h) != h
 
 
-def _away(mode, y, t, sticky, fine, rand, sr_bits, neg):
+def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None):
     """Boolean mask: move |t| one step away from zero (magnitude formulation).
 
     ``f = |y - t|`` is the exact fraction of a quantum held by the float64 part;
     ``sticky`` (remainder class of the float64's own ulp, 0..3) adds what lies
     below it.  Where ``fine``, the quantum *is* that ulp, so class 2 is a tie
     and class 3 is past it; elsewhere the remainder only makes f inexact.
+    Stochastic rounding needs the remainder itself: ``resid`` (see
+    ``round_values``) with ``shift`` = log2(quantum / the float64's ulp).
     """
     f = np.abs(y - t)
     if sticky is None:
@@ -136,8 +142,6 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg):
         gt = (f > 0.5) | ((f == 0.5) & nz) | (fine & (sticky == 3))
         eq = ((f == 0.5) & ~nz) | (fine & (sticky == 2))
         inexact = (f > 0) | nz
-        if mode == "stochastic":
-            f = f + np.where(fine, sticky * 0.25, 0.0)
     if mode == "nearest_away":
         return gt | eq
     if mode == "nearest_even":
@@ -151,13 +155,49 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg):
     if mode == "odd":
         return inexact & ~_odd(t)
     if mode == "stochastic":
-        if sr_bits is None:
-            return rand < f
-        return rand < np.floor(f * float(1 << sr_bits))
+        if resid is None:
+            if sr_bits is None:
+                return rand < f
+            return rand < np.floor(f * float(1 << sr_bits))
+        return rand < _sr_threshold(f, resid, shift, sr_bits)
     raise AssertionError(mode)
 
 
-def _round_chunk(x, fmt, mode, sticky, rng, sr_bits):
+def _sr_threshold(f, resid, shift, sr_bits):
+    """The stochastic-rounding threshold of the exact fraction p = f + rho * 2**-shift.
+
+    ``f`` is the float64 part's fraction of a quantum (a multiple of 2**-shift),
+    ``rho = resid / 2**54`` the rest in units of the float64's ulp (``resid``
+    rounded to odd: an odd value only says rho lies strictly between its even
+    neighbours), ``shift >= 0``.  Returned as a float64 array T with:
+
+    * 53 random bits (u = k / 2**53): away iff u < T, T = ceil(p 2**53) / 2**53,
+      so that P(away) = ceil(p 2**53) / 2**53 (= p whenever p has at most 53
+      fraction bits, as the rule ``P = p`` demands of 53 random bits);
+    * ``sr_bits = N`` (an integer r in [0, 2**N)): away iff r < T = floor(p 2**N).
+
+    Both are exact integer computations: f 2**53 (or f 2**N) is an integer
+    wherever the remainder can add to it (shift <= 53, resp. <= N), and the
+    ceiling / floor of rho 2**(53 - shift) (resp. 2**(N - shift)) is read off
+    resid with one shift, because no multiple of 2**(shift + 1) (an even number)
+    lies strictly between the even neighbours of an odd resid.
+    """
+    R = np.asarray(resid, np.int64)
+    sh = np.asarray(shift, np.int64)
+    if sr_bits is None:
+        # ceil(rho 2**(53 - shift)) = ceil(R / 2**(shift + 1)); 1 for any R > 0 once
+        # 2**(shift + 1) > R (shift >= 54)
+        d = np.minimum(sh + 1, 56)
+        c = ((R + (np.int64(1) << d) - 1) >> d).astype(np.float64)
+        base = np.floor(f * 2.0 ** 53)
+        k = np.where(R == 0, np.ceil(f * 2.0 ** 53), base + c)
+        return k * 2.0 ** -53
+    n = int(sr_bits)
+    d = np.minimum(54 - n + sh, 63)  # floor(rho 2**(n - shift)) = R >> (54 - n + shift)
+    return np.floor(f * float(1 << n)) + (R >> d).astype(np.float64)
+
+
+def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None):
     """Round x (float64, any sign) with an unbounded exponent range."""
     k = q = None
     if fmt.kind == "float":
@@ -179,7 +219,18 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits):
         if mode == "stochastic":
             rand = (rng.random(y.shape) if sr_bits is None
                     else rng.integers(0, 1 << sr_bits, size=y.shape).astype(np.float64))
-        away = _away(mode, y, t, sticky, fine, rand, sr_bits, np.signbit(x))
+        shift = None
+        if mode == "stochastic" and resid is not None:
+            # log2(quantum / x's float64 ulp), >= 0 for every format of at most 53 bits
+            own = np.maximum((x.view(np.int64) >> 52) & 0x7FF, 1) - 1075
+            if fmt.kind != "float":
+                kq = 0
+            elif k is None:
+                kq = ((q.view(np.int64) >> 52) & 0x7FF) - 1023
+            else:
+                kq = k
+            shift = np.maximum(kq - own, 0)
+        away = _away(mode, y, t, sticky, fine, rand, sr_bits, np.signbit(x), resid, shift)
         n = t + np.copysign(away, x)
     if q is not None:
         n *= q
@@ -226,8 +277,15 @@ def _int_finish(r, fmt, policy):
     return r
 
 
+def resid_class(resid):
+    """The remainder class (0 none, 1 below half, 2 half, 3 above half) of a ``resid`` array."""
+    R = np.asarray(resid, np.int64)
+    half = np.int64(1 << 53)
+    return np.where(R == 0, 0, np.where(R < half, 1, np.where(R == half, 2, 3))).astype(np.uint8)
+
+
 def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False,
-                 daz_below=None, rng=None, sr_bits=None, sticky=None, out=None):
+                 daz_below=None, rng=None, sr_bits=None, sticky=None, resid=None, out=None):
     """Round exact values to ``fmt``; the one routine every other function calls.
 
     Parameters
@@ -244,7 +302,20 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
         beyond ``x`` in units of x's float64 ulp: 0 none, 1 below half, 2 half,
         3 above half (x is the exact value truncated toward zero).  A sticky
         +-Inf stands for a finite value beyond the float64 range.
+    resid : optional int64 array, the same remainder in finer units: 2**54 times
+        (exact - x) / (x's float64 ulp), in magnitude, rounded to odd (so an even
+        value is exact and an odd one lies strictly between its even
+        neighbours).  It carries the class (``resid_class``; ``sticky`` is then
+        not needed) and what stochastic rounding needs: the probability of
+        rounding away from zero is then the exact rule below for every format,
+        fp64 included.  Stochastic rounding of inexact values (``sticky``
+        nonzero) requires it; the other modes need only the class.
     out : optional float64 array of x's shape for the result (may be x itself).
+
+    Stochastic rounding moves away from zero with probability p = (distance
+    from the value toward zero to the exact value) / quantum, realised with 53
+    random bits as P = ceil(p 2**53) / 2**53 (p itself when it has at most 53
+    fraction bits), or with ``sr_bits = N`` as P = floor(p 2**N) / 2**N.
 
     Returns a float64 array of values of ``fmt`` (NaN where the result is NaN,
     also for formats that cannot encode NaN).
@@ -260,15 +331,24 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
         raise ValueError(f"sr_bits must be an integer in 1..52, not {sr_bits!r}")
     shape = x.shape
     xf = x.reshape(-1)
+    rf = None
+    if resid is not None:
+        rf = np.broadcast_to(np.asarray(resid, np.int64), shape).reshape(-1)
+        sticky = resid_class(rf)
+        if mode != "stochastic":
+            rf = None
     sf = None if sticky is None else np.asarray(sticky, np.uint8).reshape(-1)
+    if mode == "stochastic" and sf is not None and rf is None and sf.any():
+        raise ValueError("stochastic rounding of a value that float64 does not hold needs its "
+                         "remainder (resid=), not only its class (sticky=)")
     res = np.empty(xf.shape, np.float64) if out is None else out.reshape(-1)
     with np.errstate(all="ignore"):
-        _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits)
+        _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf)
     return res.reshape(shape)
 
 
 # ------------------------------------------------------------------------- the chunk loop
-def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
+def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf=None):
     plan = _plan(fmt, mode, policy, sr_bits)
     n = xf.size
     bufs = _buffers() if plan is not None else None
@@ -277,14 +357,11 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
         j = min(i + _CHUNK, n)
         xc, o = xf[i:j], res[i:j]
         sc = None if sf is None else sf[i:j]
+        rc = None if rf is None else rf[i:j]
         if daz_below is not None:
-            tiny = np.abs(xc) < daz_below
-            if tiny.any():
-                xc = np.where(tiny, np.copysign(0.0, xc), xc)
-                if sc is not None:
-                    sc = np.where(tiny, 0, sc).astype(np.uint8)
+            xc, sc, rc = _daz(xc, sc, rc, daz_below)
         if sc is not None and not sc.any():
-            sc = None
+            sc = rc = None
         if plan is not None and (sc is None or _sticky_ok(xc, plan)):
             if alias:  # out is x: keep the chunk's input while o is overwritten
                 np.copyto(bufs.x[:j - i], xc)
@@ -293,12 +370,24 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
                 if ftz:
                     _flush(o, fmt)
                 continue
-        o[...] = _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits)
+        o[...] = _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc)
 
 
-def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits):
+def _daz(xc, sc, rc, daz_below):
+    """Inputs with ``|x| < daz_below`` replaced by zero of their sign (sticky cleared)."""
+    tiny = np.abs(xc) < daz_below
+    if tiny.any():
+        xc = np.where(tiny, np.copysign(0.0, xc), xc)
+        if sc is not None:
+            sc = np.where(tiny, 0, sc).astype(np.uint8)
+        if rc is not None:
+            rc = np.where(tiny, 0, rc)
+    return xc, sc, rc
+
+
+def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc=None):
     """Any format, any input (sticky included): the reference implementation."""
-    r = _round_chunk(xc, fmt, mode, sc, rng, sr_bits)
+    r = _round_chunk(xc, fmt, mode, sc, rng, sr_bits, rc)
     if fmt.kind == "int":
         return _int_finish(r, fmt, policy)
     r = _overflow(r, xc, mode, policy, sc, fmt.max)
@@ -311,7 +400,8 @@ def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits):
         r = np.where(r == 0, fmt.smallest_normal, r)
     if not fmt.signed:
         # Unsigned: negative inputs are NaN; so is zero when the format has none.
-        bad = np.signbit(xc) & (xc != 0)
+        # (a -0.0 carrying a sticky part is a tiny negative value, not zero)
+        bad = np.signbit(xc) & ((xc != 0) if sc is None else (xc != 0) | (sc != 0))
         if not fmt.zero:
             bad |= (xc == 0) if sc is None else (xc == 0) & (sc == 0)
         r[bad] = np.nan
@@ -622,3 +712,253 @@ def _nan_past_max(ob, T, max_bits) -> bool:
     np.bitwise_and(T, _QNAN, out=T)
     np.bitwise_or(ob, T, out=ob)
     return True
+
+
+# --------------------------------------------------------------- one value, and why
+@dataclass(frozen=True)
+class Decision:
+    """What the rounding routine did with one value, for explanations (``decide``).
+
+    Every field is read from the routine's own results (``round_values`` for
+    the stored value, its unbounded-range rounding for the neighbours and the
+    choice), never from a second statement of the rules.
+
+    value : the stored value, exactly what ``round_values`` (so ``cast``) returns.
+    input : the float64 value the routine rounded (after daz; +-Inf / NaN kept).
+    sticky : its remainder class (see ``round_values``).
+    special : ``"nan"`` or ``"inf"`` for a NaN or infinite input, else None.
+    daz : True when daz turned a nonzero input into zero before rounding.
+    invalid : True when the format has no value of this kind at all (a negative
+        value or zero in an unsigned float format such as E8M0): the result is NaN.
+    beyond : True when |input| is so far past the format's range that the routine
+        clamps the exponent (|x| >= 2**(emax + 2)) or the input is past float64:
+        no neighbours are reported, only the overflow.
+    lower, upper : Fractions, the values of the format's grid with an unbounded
+        range just below and above the input (``round_values`` in modes
+        ``down`` / ``up`` before range handling); equal when the input is on the
+        grid; either may lie outside the format's range.  None when special,
+        invalid or beyond.
+    rounded : the neighbour the mode chose, before range handling (a Fraction;
+        None when special, invalid, beyond, or a stochastic draw that the result
+        cannot reveal, see ``chosen``).
+    chosen : ``"exact"``, ``"lower"``, ``"upper"``, or ``"either"`` (stochastic
+        only: both neighbours would be stored as the same value, e.g. both
+        saturate), or None (special / invalid / beyond).
+    nearer : ``"lower"`` or ``"upper"`` (the neighbour nearer to the input), or
+        None when exact or a tie.
+    tie : True when the input is exactly halfway between the neighbours.
+    outside : which neighbours (``"lower"``, ``"upper"``) lie outside the format's
+        range (not representable), e.g. ``("lower",)`` for -128.3 in int8.
+    out_of_range : ``"above"`` (the rounded value, or for beyond / Inf the input,
+        exceeds the largest finite value), ``"below"`` (under the most negative
+        value: ``-max``, or an integer format's min, 0 for unsigned integers), or None.
+    action : what the range handling did: ``"inf"`` or ``"nan"`` (overflow to
+        Inf / NaN), ``"saturate"`` (overflow clipped to the largest finite value by
+        the saturate policy or an integer format's clipping), ``"max"`` (overflow
+        in a mode that does not round outward: toward_zero, odd, or the directed
+        mode pointing back toward zero, gives the largest finite value under the
+        inf / nan policies, as IEEE 754 says), ``"wrap"`` (two's complement
+        wrap-around), ``"flush"`` (ftz: a subnormal result became zero),
+        ``"smallest"`` (a format without zero stores its smallest value for a
+        result of 0), or None.
+    """
+
+    value: float
+    input: float
+    sticky: int
+    special: str | None = None
+    daz: bool = False
+    invalid: bool = False
+    beyond: bool = False
+    lower: Fraction | None = None
+    upper: Fraction | None = None
+    rounded: Fraction | None = None
+    chosen: str | None = None
+    nearer: str | None = None
+    tie: bool = False
+    outside: tuple = ()
+    out_of_range: str | None = None
+    action: str | None = None
+
+
+def _same(a: float, b: float) -> bool:
+    """Equal as stored values: NaN equals NaN, and the sign of zero counts."""
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+def _frac(v: float, fmt: Format) -> Fraction:
+    """A neighbour as a Fraction; float64 overflow (+-Inf from the unbounded rounding
+    of an fp64-wide format just below 2**1024) stands for +-2**1024."""
+    if math.isinf(v):
+        return Fraction(2) ** 1024 * (1 if v > 0 else -1)
+    return Fraction(v)
+
+
+def _ulp64(x: float) -> Fraction:
+    """Spacing of float64 just above |x| (2**-1074 at zero), exactly."""
+    if x == 0:
+        return Fraction(2) ** -1074
+    e = math.frexp(abs(x))[1] - 1
+    return Fraction(2) ** (max(e, -1022) - 52)
+
+
+def _side_of_midpoint(x: float, sticky: int, mid: Fraction) -> int:
+    """-1, 0 or +1: the exact value (x plus its sticky part, away from zero) compared
+    with ``mid``, in magnitude."""
+    ax, am = abs(Fraction(x)), abs(mid)
+    if sticky == 0:
+        return (ax > am) - (ax < am)
+    if am <= ax:
+        return 1  # the sticky part is beyond x
+    gap = am - ax
+    u = _ulp64(x)
+    if gap >= u:
+        return -1
+    half = u / 2
+    if gap != half:  # a midpoint between two float64 values other than halfway: cannot be
+        raise AssertionError(f"midpoint {mid} is not on the float64 grid near {x!r}")
+    return {1: -1, 2: 0, 3: 1}[sticky]
+
+
+def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz_below=None,
+           rng=None, sr_bits=None, sticky=0, resid=None, stored=None) -> Decision:
+    """Round one value as ``round_values`` does and report how (a ``Decision``).
+
+    ``x`` is one float64 value, ``sticky`` its remainder class and ``resid``
+    (optional) the finer remainder, exactly as ``round_values`` takes them (``cast`` prepares them from any input); the
+    other arguments are those of ``round_values`` (canonical mode and policy).
+    The stored value is ``round_values``' own result, so it equals ``cast`` for
+    the same arguments (a stochastic draw included, given the same ``rng``).
+    ``stored``: the result of an earlier call (an element of an array cast),
+    used instead of rounding again; for a deterministic mode it must be the
+    routine's result (ValueError otherwise).
+
+    The neighbours and the chosen one come from the routine's rounding with an
+    unbounded range (modes ``down``, ``up`` and ``mode`` itself); the range
+    handling (overflow, saturation, ftz, no zero) is read from the difference
+    between that rounding and the stored value.  A stochastic draw is read from
+    the stored value: ``chosen`` is ``"either"`` when both neighbours give it.
+
+    >>> from floatfmt.formats import get_format
+    >>> d = decide(-128.3, get_format("int8"))
+    >>> d.lower, d.upper, d.chosen, d.out_of_range, d.value
+    (Fraction(-129, 1), Fraction(-128, 1), 'upper', None, -128.0)
+    """
+    x = float(x)
+    sticky = int(sticky or 0)
+    policy = resolve_overflow(overflow, fmt)
+    st = None if sticky == 0 else np.array([sticky], np.uint8)
+    if stored is None:
+        value = float(round_values(np.array([x]), fmt, mode, policy, ftz=ftz, daz_below=daz_below,
+                                   rng=rng, sr_bits=sr_bits, sticky=st,
+                                   resid=None if resid is None else np.array([resid], np.int64))[0])
+    else:
+        value = float(stored)
+    base = dict(value=value, input=x, sticky=sticky)
+    if math.isnan(x):
+        return Decision(special="nan", **base)
+    daz = False
+    if daz_below is not None:
+        xd, sd, _ = _daz(np.array([x]), st, None, daz_below)
+        # (a zero with a sticky part, e.g. the decimal 1e-400, is a tiny value: flushed too)
+        daz = bool(abs(x) < daz_below and (x != 0 or sticky != 0))
+        if daz:
+            x, sticky, st = float(xd[0]), 0, None
+            base.update(input=x, sticky=0)
+
+    def finish(r: Fraction | float) -> float:
+        """The routine applied to a value already on the grid: only its range handling acts.
+        (A format without zero has no input 0 to apply it to: the routine stores its
+        smallest value for a result of 0, which the caller reads from ``value``.)"""
+        if r == 0 and not fmt.zero:
+            return value
+        v = float(r) if abs(r) < Fraction(2) ** 1024 else (math.inf if r > 0 else -math.inf)
+        if v == 0:
+            v = math.copysign(0.0, x)  # a zero result keeps the input's sign, as in the routine
+        return float(round_values(np.array([v]), fmt, mode, policy, ftz=ftz,
+                                  rng=np.random.default_rng(0), sr_bits=sr_bits)[0])
+
+    unsigned_float = fmt.kind == "float" and not fmt.signed
+    neg = math.copysign(1.0, x) < 0
+    if unsigned_float and ((neg and (x != 0 or sticky)) or (not fmt.zero and x == 0 and not sticky)):
+        return Decision(invalid=True, daz=daz, **base)
+    lo_val = float(fmt.min) if fmt.kind == "int" else (-fmt.max if fmt.signed else 0.0)
+
+    def side(r) -> str | None:
+        if r > fmt.max_exact:
+            return "above"
+        return "below" if r < lo_val else None
+
+    def action(out: str | None, r) -> str | None:
+        if out is not None:
+            if math.isnan(value):
+                return "nan"
+            if math.isinf(value):
+                return None if (isinstance(r, float) and math.isinf(r)) else "inf"
+            return {"wrap": "wrap", "saturate": "saturate"}.get(policy, "max")
+        if r != 0 and value == 0:
+            return "flush"
+        if r == 0 and value != 0:
+            return "smallest"
+        return None
+
+    if math.isinf(x) and not sticky:
+        out = "above" if x > 0 else "below"
+        return Decision(special="inf", out_of_range=out, action=action(out, x), daz=daz, **base)
+    far = fmt.kind == "float" and (math.isinf(x) or (fmt.emax + 2 <= 1023
+                                                    and abs(x) >= math.ldexp(1.0, fmt.emax + 2)))
+    xs = np.array([x])
+    if far:
+        out = "above" if x > 0 else "below"
+        return Decision(beyond=True, out_of_range=out, action=action(out, Fraction(0)), daz=daz, **base)
+    with np.errstate(all="ignore"):
+        lower = _frac(float(_round_chunk(xs, fmt, "down", st, None, None)[0]), fmt)
+        upper = _frac(float(_round_chunk(xs, fmt, "up", st, None, None)[0]), fmt)
+    if sticky and lower == upper:  # an integer too wide for float64's steps: far past the range
+        out = "above" if x > 0 else "below"
+        return Decision(beyond=True, out_of_range=out, action=action(out, Fraction(0)), daz=daz, **base)
+    tie, nearer = False, None
+    if lower != upper:
+        s = _side_of_midpoint(x, sticky, (lower + upper) / 2)
+        tie = s == 0
+        if not tie:  # s > 0: past the midpoint, away from zero
+            toward_zero_is_lower = not neg
+            near_zero = "lower" if toward_zero_is_lower else "upper"
+            far_zero = "upper" if toward_zero_is_lower else "lower"
+            nearer = far_zero if s > 0 else near_zero
+    outside = tuple(n for n, v in (("lower", lower), ("upper", upper)) if side(v) is not None)
+    info = dict(lower=lower, upper=upper, tie=tie, nearer=nearer, daz=daz, **base)
+    if lower == upper:
+        out = side(lower)
+        got = finish(lower)
+        if not _same(got, value):
+            if stored is not None:
+                raise ValueError(f"{value!r} is not {x!r} stored in {fmt.name} ({got!r})")
+            raise AssertionError(f"round_values is not idempotent at {x!r}: {got!r} vs {value!r}")
+        return Decision(rounded=lower, chosen="exact", out_of_range=out,
+                        action=action(out, lower), outside=outside, **info)
+    if mode == "stochastic":
+        v_lo, v_hi = finish(lower), finish(upper)
+        if _same(v_lo, value) and _same(v_hi, value):
+            return Decision(chosen="either", outside=outside, **info)
+        if not (_same(v_lo, value) or _same(v_hi, value)):
+            raise ValueError(f"{value!r} is not a stochastic rounding of {x!r} to {fmt.name}")
+        chosen = "lower" if _same(v_lo, value) else "upper"
+    else:
+        with np.errstate(all="ignore"):
+            r = _frac(float(_round_chunk(xs, fmt, mode, st, None, sr_bits)[0]), fmt)
+        if r not in (lower, upper):
+            raise AssertionError(f"rounding {x!r} gave {r}, not a neighbour ({lower}, {upper})")
+        chosen = "lower" if r == lower else "upper"
+        got = finish(r)
+        if not _same(got, value):
+            if stored is not None:
+                raise ValueError(f"{value!r} is not {x!r} rounded {mode} to {fmt.name} ({got!r})")
+            raise AssertionError(f"the rounding of {x!r} ({value!r}) is not its range handling "
+                                 f"of {r} ({got!r})")
+    r = lower if chosen == "lower" else upper
+    out = side(r)
+    return Decision(rounded=r, chosen=chosen, out_of_range=out, action=action(out, r),
+                    outside=outside, **info)

@@ -114,7 +114,7 @@ def test_text_content_every_float_format(name):
     ulps = err / Fraction(2) ** k
     got = _error_numbers(t)
     assert got[0] == pytest.approx(float(err), rel=1e-5)
-    assert got[1] == pytest.approx(float(abs(err) / a), rel=1e-3)
+    assert got[1] == pytest.approx(float(err / a), rel=1e-3)  # signed, like the absolute error
     assert got[2] == pytest.approx(float(ulps), rel=1e-3, abs=1e-4)
     assert e.abs_error == float(err) and e.ulp_error == pytest.approx(float(ulps), rel=1e-12)
     # both neighbours bracket the input, the stored value is one of them
@@ -182,7 +182,7 @@ def test_tie_and_sticky_wording():
     assert past.value == 1 + 2 ** -10 and (past.guard, past.sticky) == (1, 1)
     assert "guard bit 1, sticky bit 1" in past.reason and past.direction == "away from zero"
     away = ff.explain(1 + 2 ** -11, "fp16", rounding="nearest_away")
-    assert away.value == 1 + 2 ** -10 and "away from zero" in away.reason
+    assert away.value == 1 + 2 ** -10 and "larger magnitude" in away.reason
     rtz = ff.explain(1.9999, "bf16", rounding="toward_zero")
     assert rtz.direction == "toward zero" and "discarded" in rtz.reason
     down = ff.explain(-1.1, "fp16", rounding="down")
@@ -208,7 +208,7 @@ def test_overflow_policies_e4m3():
         assert (math.isnan(e.value) and math.isnan(want)) or e.value == want
         t = e.text(colour=False)
         if x > 464:
-            assert e.direction == "overflow" and "Overflow" in t
+            assert e.direction == "overflow" and "overflow" in e.reason
             assert (policy or "nan") in t
         if x == 464:
             assert e.tie and e.direction == "toward zero"
@@ -544,3 +544,55 @@ def test_explain_block_colour_errors_and_nan_scale():
         explain_block(ff.quantize([1.0, 2.0], "int8"))
     with pytest.raises(ValueError):
         explain_block(q, 0, x=np.ones(39))
+
+
+# ----------------------------------------------------------------------------- issue 12 wording
+def _html_rows(h):
+    import html as _html
+    return {k: _html.unescape(v) for k, v in
+            re.findall(r"<th[^>]*>([^<]*)</th><td[^>]*>(.*?)</td>", h)}
+
+
+@pytest.mark.parametrize("mode", ["nearest_even", "nearest_away"])
+@pytest.mark.parametrize("x,fmt", [(0.1, "bf16"), (-0.1, "bf16"), (1 + 2 ** -11, "fp16"), (-2.5, "int8"),
+                                   (0.3, "fp8_e4m3"), (-127.6, "int8"), (1e-40, "bf16"), (2.7, "fp4_e2m1")])
+def test_nearest_modes_do_not_use_other_modes_names(x, fmt, mode):
+    """The label and reason of a nearest mode name the nearer neighbour (and why), never
+    "toward zero" / "away from zero", which read as the names of other modes."""
+    e = ff.explain(x, fmt, mode)
+    line = next(l for l in e.text(colour=False).splitlines() if l.startswith("rounding"))
+    html_line = _html_rows(e._repr_html_())["rounding"]
+    for text in (line, html_line):
+        assert "toward zero" not in text and "away from zero" not in text, text
+    X = Fraction(x)
+    lo, hi = Fraction(e.lower), Fraction(e.upper)
+    if 2 * X == lo + hi:
+        assert "a tie" in line and "midpoint" in line
+    else:
+        nearer = min((lo, hi), key=lambda n: abs(n - X))
+        side = "below" if X < (lo + hi) / 2 else "above"
+        v = float(nearer)
+        shown = str(int(v)) if v == int(v) else repr(v)
+        assert f"x lies {side} the midpoint" in line and f"nearer neighbour is {shown}" in line
+
+
+@pytest.mark.parametrize("x,fmt", [(0.1, "bf16"), (-0.1, "bf16"), (-3.14159, "fp16"), (-2.6, "int8"),
+                                   (2.6, "int8"), (-1e-40, "bf16")])
+def test_relative_error_signed_like_absolute(x, fmt):
+    e = ff.explain(x, fmt)
+    err = Fraction(e.value) - Fraction(x)
+    want = err / abs(Fraction(x))
+    assert e.rel_error == pytest.approx(float(want), rel=1e-12) and (e.rel_error < 0) == (err < 0)
+    for text in (e.text(colour=False), _html_rows(e._repr_html_())["error"]):
+        got = re.search(r"absolute ([-+][0-9.e+-]+), relative ([-+][0-9.e+-]+)", text)
+        assert got and got.group(1)[0] == got.group(2)[0] == ("-" if err < 0 else "+"), text
+    row = ff.explain(np.array([x]), fmt).rows()[0]
+    assert row[7][0] == ("-" if err < 0 else "+")
+
+
+def test_html_reason_and_notes_are_separate_sentences():
+    e = ff.explain(1e-40, "bf16")  # subnormal result: the reason is followed by a note
+    assert e.notes
+    row = _html_rows(e._repr_html_())["rounding"]
+    assert re.search(r"\.[A-Z]", row) is None, row  # "e-41.Subnormal" had no space
+    assert e.notes[0] in row
