@@ -67,8 +67,8 @@ def _by_chunks(fn, shape, dtype, *arrays):
 
 def _exact_chunks(ex, fn, dtype=np.float64):
     """``_by_chunks`` over an ``Exact`` record: ``fn`` gets Exact records of one chunk."""
-    return _by_chunks(lambda v, s: fn(replace(ex, values=v, sticky=s)), ex.values.shape, dtype,
-                      ex.values, ex.sticky)
+    return _by_chunks(lambda v, s, r: fn(replace(ex, values=v, sticky=s, resid=r)),
+                      ex.values.shape, dtype, ex.values, ex.sticky, ex.resid)
 
 
 def _codes(r, fmt: Format) -> np.ndarray:
