@@ -341,6 +341,8 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
         return _reduce(T, actx, order, block, octx)
     with np.errstate(invalid="ignore", over="ignore"):
         if order in ("sequential", "kahan"):
+            if order == "sequential" and _seq_products_ok(actx):
+                return _seq_products(xk, yk, n, out_shape, actx)
             gen = (np.broadcast_to(xk(k) * yk(k), out_shape) for k in range(n))
             if order == "sequential":
                 return _seq(gen, actx)
@@ -358,6 +360,53 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
             T = np.moveaxis(xs[..., :, :, None] * y[..., None, :, :], -2, 0)
             out[..., r0:r0 + step, :] = _reduce(T, actx, order, block, octx)
         return out
+
+
+def _seq_products_ok(actx) -> bool:
+    """Whether ``_seq_products`` applies: the remainder class is all the rounding needs
+    (not stochastic), IEEE zero signs are numpy's (not ``down``), and NaN is a value."""
+    return actx.mode not in ("stochastic", "down") and actx.fmt.has_nan
+
+
+def _seq_products(xk, yk, n, out_shape, actx):
+    """``_seq`` over the exact products xk(k) * yk(k), with its results bit for bit, in
+    preallocated buffers: each step forms the float64 sum s = acc + t and its TwoSum error
+    e, rounds s as it is, and rounds again, with the remainder class of e, only the few
+    elements where e != 0 and s is a multiple of half a step of acc_fmt (elsewhere a
+    remainder below half a float64 ulp of s cannot move s across a rounding decision).
+    A step with a non-finite sum is handed to ``_round_add``."""
+    acc = np.array(actx.round(np.broadcast_to(xk(0) * yk(0), out_shape)), np.float64)
+    if n == 1:
+        return acc
+    T, S, B, E = (np.empty(out_shape) for _ in range(4))
+    f = actx.fmt
+    low = np.int64((1 << (52 - f.mbits - 1)) - 1) if f.kind == "float" and f.mbits <= 50 else None
+    for k in range(1, n):
+        np.multiply(xk(k), yk(k), out=T)
+        np.add(acc, T, out=S)
+        np.subtract(S, acc, out=B)  # TwoSum: e = (acc - (s - b)) + (t - b)
+        np.subtract(S, B, out=E)
+        np.subtract(acc, E, out=E)
+        np.subtract(T, B, out=B)
+        np.add(E, B, out=E)
+        idx = np.flatnonzero(E)  # inexact float64 sums (and NaN errors: non-finite sums)
+        if idx.size:
+            ef = E.reshape(-1)[idx]
+            if not np.isfinite(ef).all():
+                acc = _round_add(acc, T, actx)
+                continue
+            sv = S.reshape(-1)[idx]
+            if low is not None:
+                # the remainder e (|e| <= half an ulp of s in float64) can only change the
+                # rounding where s is a decision point of acc_fmt: a multiple of half its
+                # step, so s has no bits below its leading mbits + 1; skip the others
+                keep = (sv.view(np.int64) & low) == 0
+                idx, sv, ef = idx[keep], sv[keep], ef[keep]
+            ts, cs = eft.to_sticky(sv, ef) if idx.size else (None, None)
+        actx.round(S, out=acc)
+        if idx.size:
+            acc.reshape(-1)[idx] = actx.round(ts, cs)
+    return acc
 
 
 def _exact_products_slow(xk, yk, n, out_shape, octx):

@@ -3,17 +3,22 @@
 Every tensor of the loop lives in a format chosen by a precision ``Policy``,
 and every rounding goes through floatfmt's one routine:
 
-* matmuls: operands rounded to the policy's operand format (FP8: fake-quantised
-  with per-tensor delayed scaling, E4M3 forward / E5M2 for gradients).  With an
-  fp32 accumulator the product of the rounded operands is formed in float64
-  (each product is exact; the sum of up to 256 of them is within about 2**-45
-  relative of exact, far below an fp32 ulp) and rounded once to fp32, then to
-  the output format, as a GPU epilogue does.  ``floatfmt.accumulate.matmul``
-  would round every partial sum exactly, but at 10-15 ms per 256x64x64 product
-  (about 75 ms per step) the lab could not train every policy in 30 s, so it
-  is not used here.  A low-precision accumulator (``acc="fp16"``) is modelled
-  as MMA steps: blocks of ``acc_block`` (16) products are summed in float64 and
-  each block sum is added to the accumulator with one rounding to ``acc``.
+* matmuls, forward and backward, are ``ff.matmul`` with the policy's accumulation
+  model: a tensor-core preset (``Policy.model``, e.g. ``"h100"``: blocks of L
+  products fused, aligned, truncated and rounded as the matrix unit does, into an
+  ``acc`` accumulator) or, with ``model=None``, the sequential accumulator
+  (``acc = round(acc + a_k * b_k)`` in ``acc`` for every product).  Operands are
+  first rounded to the policy's operand format; FP8 operands are quantised with
+  per-tensor delayed scaling (E4M3 forward / E5M2 for gradients): the matmul takes
+  the FP8 values and the two per-tensor scales multiply the accumulator in the
+  epilogue (``alpha = scale_a * scale_b``), as an FP8 GEMM does.  The
+  accumulator's value is then rounded to the output format (a GPU epilogue).
+  The FP8 policy uses the sequential fp32 accumulator: its backward matmuls
+  multiply E4M3 by E5M2 values, and ``ff.matmul`` takes one operand format (fp16
+  holds both exactly, so it is passed; the products stay exact).
+* bias gradients (column sums) are exact sums rounded once to ``acc``; with a
+  low-precision ``acc`` blocks of ``acc_block`` (16) terms are summed exactly and
+  each block sum is added to the accumulator with one rounding.
 * sums (bias, momentum, weight update) are exact (``floatfmt.eft.exact_sum``)
   and rounded once; elementwise products and ``tanh`` are computed in float64
   and rounded once.
@@ -39,6 +44,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .accumulate import matmul as _ff_matmul
 from .eft import exact_sum
 from .exact import holds
 from .formats import Format, get_format
@@ -59,6 +65,9 @@ class Policy:
     grads : format of gradients (activation gradients, weight gradients).
     grad_matmul : operand format of the backward matmuls' gradient operand.
     acc : accumulator format of every matmul.
+    model : the matmuls' accumulation model: a tensor-core preset name (``"h100"``:
+        the unit's fused, truncated blocks of products) or None (the sequential
+        accumulator: every product added to ``acc`` with one rounding).
     master : keep fp32 master weights (False: the weights themselves are stored in
         ``activations``' format and every update is rounded to it; gradients and the
         momentum stay fp32).
@@ -74,10 +83,12 @@ class Policy:
     acc: str = "fp32"
     master: bool = True
     loss_scaling: str | None = None
+    model: str | None = "h100"
 
 
 POLICIES = {p.name: p for p in [
-    Policy("fp32", "everything fp32"),
+    Policy("fp32", "everything fp32 (sequential fp32 accumulation, as CUDA cores do)",
+           model=None),
     Policy("tf32", "matmul operands rounded to TF32, everything else fp32", matmul="tf32",
            grad_matmul="tf32"),
     Policy("bf16", "bf16 tensors, fp32 accumulation, fp32 master weights, no loss scaling",
@@ -88,13 +99,14 @@ POLICIES = {p.name: p for p in [
            "fp16", "fp16", "fp16", "fp16", loss_scaling="static"),
     Policy("fp16_no_scaling", "fp16 without loss scaling: small gradients underflow",
            "fp16", "fp16", "fp16", "fp16"),
-    Policy("fp16_acc16", "fp16 with fp16 accumulators (each 16-product MMA step rounded to fp16)",
-           "fp16", "fp16", "fp16", "fp16", acc="fp16", loss_scaling="dynamic"),
+    Policy("fp16_acc16", "fp16 with fp16 accumulators (each 16-product H100 MMA step rounded "
+           "to fp16)", "fp16", "fp16", "fp16", "fp16", acc="fp16", loss_scaling="dynamic"),
     Policy("fp16_no_master", "fp16 with dynamic loss scaling, but the weights are stored and "
            "updated in fp16 (no fp32 master copy)",
            "fp16", "fp16", "fp16", "fp16", master=False, loss_scaling="dynamic"),
-    Policy("fp8", "FP8 matmuls (E4M3 forward, E5M2 gradients, delayed per-tensor scaling), "
-           "bf16 elsewhere", "fp8_e4m3", "bf16", "bf16", "fp8_e5m2"),
+    Policy("fp8", "FP8 matmuls (E4M3 forward, E5M2 gradients, delayed per-tensor scaling, "
+           "sequential fp32 accumulation), bf16 elsewhere", "fp8_e4m3", "bf16", "bf16",
+           "fp8_e5m2", model=None),
 ]}
 
 
@@ -180,6 +192,7 @@ class _Run:
         self.mm_fwd = None if self.fp8 else get_format(policy.matmul)
         self.mm_bwd = None if self.fp8 else get_format(policy.grad_matmul)
         self.wide_acc = self.acc.mbits >= 23
+        self.model = policy.model
         self.acc_block = acc_block
         self.ds = ds
         self.fp8_cache = {}
@@ -210,38 +223,40 @@ class _Run:
         return round_values(t, fmt, sticky=cls)
 
     def operand(self, x, fmt, src, name, role):
+        """(values in the operand format, per-tensor scale): FP8 values and their
+        delayed scale, else ``x`` rounded to ``fmt`` and 1."""
         if self.fp8:
             # one FP8 cast per tensor and step, reused by the forward and backward matmuls
             # (as Transformer Engine keeps the FP8 copies of weights and activations)
             c = self.fp8_cache.get(name)
             if c is None:
-                c = self.fp8_cache[name] = self.ds.quantize(name, x, role).dequantize()
-            return c if c.shape == x.shape else c.T  # the backward pass uses transposes
-        return self.rnd(x, fmt, src)
+                q = self.ds.quantize(name, x, role)
+                c = self.fp8_cache[name] = (np.asarray(q.elements, np.float64),
+                                            float(q.scale))
+            return (c[0] if c[0].shape == x.shape else c[0].T), c[1]  # backward: transposes
+        return self.rnd(x, fmt, src), 1.0
 
-    def _accumulate(self, A, B):
-        """The accumulator's value of A @ B (see the module docstring)."""
-        if self.wide_acc:
-            return round_values(_product(A, B), self.acc)
-        # a low-precision accumulator: blocks of acc_block products are summed (exactly,
-        # as one MMA step does), and each block sum is added to the accumulator with
-        # one rounding to acc
-        k = A.shape[1]
-        acc = None
-        for j in range(0, k, self.acc_block):
-            part = _product(A[:, j:j + self.acc_block], B[j:j + self.acc_block])
-            acc = round_values(part, self.acc) if acc is None else self.add(acc, part, self.acc)
-        return acc
+    def _accumulate(self, A, B, fmt="fp16", alpha=1.0):
+        """The accumulator's value of A @ B: ``ff.matmul`` with the policy's model (a
+        tensor-core preset, or None: sequential accumulation in acc), operands of
+        ``fmt``, and ``alpha`` times the result in the epilogue."""
+        fmt = get_format(fmt)
+        if self.model is not None:
+            return _ff_matmul(A, B, fmt, acc_fmt=self.acc, model=self.model, alpha=alpha)
+        return _ff_matmul(A, B, fmt, acc_fmt=self.acc, alpha=alpha)
 
     def matmul(self, a, b, out: Format, fa, fb, srca, srcb, na, nb, ra, rb, grad=False):
-        """``a @ b``: operands rounded to fa / fb (FP8: fake-quantised, names na / nb,
-        roles ra / rb), accumulated in acc, rounded to ``out``."""
-        A = self.operand(a, fa, srca, na, ra)
-        B = self.operand(b, fb, srcb, nb, rb)
-        R = self._accumulate(A, B)
+        """``a @ b``: operands rounded to fa / fb (FP8: quantised with delayed scaling,
+        names na / nb, roles ra / rb), accumulated by the policy's model in acc, rounded
+        to ``out``."""
+        A, sa = self.operand(a, fa, srca, na, ra)
+        B, sb = self.operand(b, fb, srcb, nb, rb)
+        fmt = "fp16" if self.fp8 else fa  # fp16 holds E4M3 and E5M2 values exactly
+        alpha = float(round_values(np.float64(sa * sb), self.fp32)) if self.fp8 else 1.0
+        R = self._accumulate(A, B, fmt, alpha)
         r = self.rnd(R, out, self.acc)
         if grad:
-            self._count(_product(A, B) if not self.wide_acc else R, r)
+            self._count(R, r)
         return r
 
     def colsum(self, d, out: Format):
@@ -257,12 +272,6 @@ class _Run:
         r = self.rnd(R, out, self.acc)
         self._count(P, r)
         return r
-
-
-def _product(A, B):
-    """float64 product of two matrices in a fixed summation order (no threaded BLAS:
-    the same bits on every machine and run)."""
-    return np.einsum("ij,jk->ik", A, B)
 
 
 def _init(sizes, seed):
@@ -284,8 +293,10 @@ def train(policy="bf16", steps=300, *, seed=0, n_points=256, hidden=64, lr=0.2, 
     the learning rate): the knob that puts the gradients where FP16 loses them.
     The learning rate drops by ``anneal_factor`` after ``anneal_at`` of the steps (a
     step schedule's annealing phase, where updates are small).
-    ``acc`` overrides the policy's accumulator format; a low-precision accumulator
-    adds blocks of ``acc_block`` products with one rounding each.
+    ``acc`` overrides the policy's accumulator format (the matmuls fall back to the
+    sequential accumulator when the policy's tensor-core model has no such
+    accumulator); a low-precision accumulator adds bias-gradient sums in blocks of
+    ``acc_block`` terms with one rounding each.
     ``progress(step, steps, record)`` is called after every step when given.
 
     >>> r = train("fp32", steps=3, n_points=32, hidden=8)
@@ -306,6 +317,12 @@ def train(policy="bf16", steps=300, *, seed=0, n_points=256, hidden=64, lr=0.2, 
     if acc is not None:
         policy = replace(policy, name=f"{policy.name}+acc_{get_format(acc).name}",
                          acc=get_format(acc).name)
+    if policy.model is not None:
+        from .tensorcore import get_model
+        try:  # a tensor-core preset must have these operand and accumulator formats
+            get_model(policy.model, policy.matmul, policy.acc)
+        except ValueError:
+            policy = replace(policy, model=None)
     t0 = time.perf_counter()
     ds = DelayedScaling(history_len=history_len) if policy.matmul.startswith("fp8") else None
     run = _Run(policy, ds, acc_block)

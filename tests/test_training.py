@@ -5,6 +5,7 @@ import io
 import numpy as np
 import pytest
 
+import floatfmt as ff
 from floatfmt import cli
 from floatfmt.training import POLICIES, _Run, cli_train, summary_table, train
 
@@ -96,19 +97,56 @@ def test_overflow_backs_off_and_skips():
 
 
 def test_low_precision_accumulator_rounds_every_block():
-    run = _Run(POLICIES["fp16_acc16"], None, acc_block=4)
-    A = np.ones((1, 12))
-    e = 2.0 ** -13  # 1/8 of fp16's ulp at 1
-    B = np.r_[1.0, [e] * 11][:, None]
-    # blocks [1 + 3e], [4e], [4e]: each block sum is added to the fp16 accumulator with
-    # one rounding: 1 + 3e -> 1, then 1 + 4e is a tie -> 1 (even), twice: swamped
-    assert run._accumulate(A, B)[0, 0] == 1.0
-    wide = _Run(POLICIES["fp16"], None, acc_block=4)
-    assert wide._accumulate(A, B)[0, 0] == 1.0 + 11 * e  # exact in fp32
+    """fp16_acc16 runs the H100 unit with an fp16 accumulator: each 16-product step is
+    rounded to fp16 (nearest-even), so 47 products of 2**-16 after a 1 are swamped (each
+    step adds 1/4 of an fp16 ulp at most), where the fp32 accumulator keeps them."""
+    run = _Run(POLICIES["fp16_acc16"], None, acc_block=16)
+    assert run.model == "h100"
+    e = 2.0 ** -16
+    A = np.ones((1, 48))
+    B = np.r_[1.0, [e] * 47][:, None]
+    assert run._accumulate(A, B, "fp16")[0, 0] == 1.0
+    wide = _Run(POLICIES["fp16"], None, acc_block=16)
+    assert wide._accumulate(A, B, "fp16")[0, 0] == 1.0 + 47 * e  # exact in fp32
     assert wide.matmul(A, B, wide.act, wide.act, wide.act, wide.act, wide.act,
                        None, None, None, None)[0, 0] == 1.0 + 2.0 ** -10  # fp16 output
     r = train("bf16", steps=6, n_points=64, hidden=16, acc="bf16")
     assert r.policy.name == "bf16+acc_bf16" and r.policy.acc == "bf16"
+    assert r.policy.model is None  # no H100 bf16 unit has a bf16 accumulator: sequential
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp16_acc16", "tf32", "fp32", "fp8"])
+def test_training_matmuls_are_ff_matmul_with_the_policy_model(name):
+    """Every forward and backward matmul of a training step is ``ff.matmul`` with the
+    policy's accumulation model (tensor-core preset, or the sequential accumulator),
+    then one rounding to the output format; the model changes the bits."""
+    p = POLICIES[name]
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((40, 37))
+    b = rng.standard_normal((37, 24)) * 2.0 ** -9
+    run = _Run(p, ff.DelayedScaling() if run_fp8(p) else None, acc_block=16)
+    out = run.act
+    got = run.matmul(a, b, out, run.mm_fwd, run.mm_fwd, None, None, "a", "w", "forward",
+                     "forward")
+    if run_fp8(p):  # E4M3 values, per-tensor scales in the fp32 epilogue
+        qa, qb = (ff.quantize(v, "fp8_e4m3", scale=1.0) for v in (a, b))
+        A, B = np.asarray(qa.elements), np.asarray(qb.elements)
+        alpha = float(ff.cast(float(qa.scale) * float(qb.scale), "fp32"))
+        want = ff.matmul(A, B, "fp16", acc_fmt=p.acc, alpha=alpha)
+        assert alpha == 1.0  # the first step's delayed scales are 1
+    else:
+        fmt = p.matmul
+        A, B = ff.cast(a, fmt), ff.cast(b, fmt)
+        want = ff.matmul(A, B, fmt, acc_fmt=p.acc, model=p.model)
+        if p.model is not None:  # the model matters: a sequential accumulator differs
+            seq = ff.matmul(A, B, fmt, acc_fmt=p.acc)
+            assert (seq != want).sum() > 10
+    want = ff.cast(want, out)
+    assert np.array_equal(got, want)
+
+
+def run_fp8(p):
+    return p.matmul.startswith("fp8")
 
 
 def test_cli_train_prints_progress_and_summary():

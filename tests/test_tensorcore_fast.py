@@ -1,0 +1,106 @@
+"""The fast tensor-core GEMM kernel (tiles of L x outputs, int16 exponents, truncation only
+where a scaled product has bits below the unit) against the slow independent model
+(tests/oracles/tensorcore_slow.py) and against the general vectorised path, for every
+preset, both c-entry rules and the fp16 accumulator."""
+
+from __future__ import annotations
+
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+import floatfmt as ff
+import floatfmt.tensorcore  # noqa: F401  (the module, not the lazy names)
+from floatfmt.tensorcore import get_model, tensorcore_models
+from tests.oracles import tensorcore_slow as slow
+from tests.test_mma import _random_c
+from tests.test_tensorcore import _random_inputs, _same
+
+tc = sys.modules["floatfmt.tensorcore"]
+PRESETS = tensorcore_models()
+
+
+def _models():
+    out = []
+    for name in sorted(k for k, m in PRESETS.items() if m.fmt != "int8"):
+        m = PRESETS[name]
+        out.append((name, m))
+        out.append((name + "~flip", m.replace(c_entry="after" if m.c_entry == "aligned"
+                                               else "aligned")))
+        if m.fmt in ("fp16", "fp8_e4m3", "fp8_e5m2"):
+            out.append((name + "+fp16acc", get_model(m, m.fmt, "fp16")))
+    return out
+
+
+MODELS = _models()
+
+
+def _operands(m, shape_a, shape_b, rng):
+    a = _random_inputs(m.fmt, shape_a[0], shape_a[1], rng)
+    b = _random_inputs(m.fmt, shape_b[0], shape_b[1], rng)
+    if m.acc_fmt == "fp16":  # keep fp16 sums mostly in range
+        a, b = ff.cast(a * 2.0 ** -6, m.fmt), ff.cast(b * 2.0 ** -6, m.fmt)
+    return np.asarray(a, np.float64), np.asarray(b, np.float64)
+
+
+@pytest.mark.parametrize("name,m", MODELS, ids=[n for n, _ in MODELS])
+def test_fast_matmul_and_mma_equal_slow_model(name, m, monkeypatch):
+    """Several row tiles (a small tile budget), full and partial blocks of L, zeros,
+    subnormals and products 40 binades apart (so both sides of the truncation threshold
+    occur); with and without an accumulator input."""
+    monkeypatch.setattr(tc, "_TILE_TERMS", 4 * m.L * 7)  # 4 rows of 7 columns per tile
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    M, N, K = (9, 7, 2 * m.L + m.L // 2 + 1) if len(name) % 2 else (7, 9, 2 * m.L + 3)
+    a, b = _operands(m, (M, K), (K, N), rng)
+    x, y, in_fmt = tc._cast_inputs(a, b, m.fmt, m, "nearest_even", None, False, False, None)
+    assert tc._fast_ok(x, y, m)  # this test is about the fast kernel
+    got = ff.matmul(a, b, m.fmt, model=m, acc_fmt=m.acc_fmt)
+    ref = np.array([[slow.dot(a[i], b[:, j], m) for j in range(N)] for i in range(M)])
+    bad = ~_same(got, ref)
+    assert not bad.any(), (name, int(bad.sum()))
+    c = _random_c(m, M * N, rng).reshape(M, N)
+    got = ff.mma(a, b, c, m.fmt, m, acc_fmt=m.acc_fmt)
+    ref = np.array([[slow.dot(a[i], b[:, j], m, c[i, j]) for j in range(N)] for i in range(M)])
+    bad = ~_same(got, ref)
+    assert not bad.any(), (name, int(bad.sum()))
+
+
+@pytest.mark.parametrize("name,m", MODELS[::2], ids=[n for n, _ in MODELS[::2]])
+def test_fast_kernel_equals_general_path(name, m, monkeypatch):
+    """Bit for bit the general vectorised path (itself checked against the slow model),
+    on 48 x 40 x (3 L + 5) products, with batch axes that broadcast."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()) + 1)
+    K = 3 * m.L + 5
+    rows, cols = (48, 40) if len(name) % 2 else (40, 48)  # few columns: the transposed work
+    a, b = _operands(m, (2 * rows, K), (K, cols), rng)
+    a = a.reshape(2, rows, K)
+    c = _random_c(m, rows * cols, rng).reshape(rows, cols)
+    fast = ff.mma(a, b, c, m.fmt, m, acc_fmt=m.acc_fmt)
+    fast0 = ff.matmul(a, b, m.fmt, model=m, acc_fmt=m.acc_fmt)
+    monkeypatch.setattr(tc, "_fast_ok", lambda *args: False)
+    general = ff.mma(a, b, c, m.fmt, m, acc_fmt=m.acc_fmt)
+    general0 = ff.matmul(a, b, m.fmt, model=m, acc_fmt=m.acc_fmt)
+    assert fast.shape == (2, rows, cols)
+    assert _same(fast, general).all(), (name, int((~_same(fast, general)).sum()))
+    assert _same(fast0, general0).all(), (name, int((~_same(fast0, general0)).sum()))
+
+
+def test_fast_kernel_special_accumulator_and_fallbacks():
+    """Inf / NaN in C pass through the fast kernel as the slow model says; Inf or NaN
+    inputs and a zero-term floor above the accumulator's smallest exponent take the
+    general path."""
+    m = PRESETS["h100/bf16"]
+    a = np.array([[1.0, 2.0], [3.0, -4.0]])
+    b = np.array([[0.5, 1.0], [0.25, -1.0]])
+    C = np.array([[np.inf, -np.inf], [np.nan, 1.0]])
+    got = ff.mma(a, b, C, "bf16", m)
+    for i in range(2):
+        for j in range(2):
+            assert _same(got[i, j], slow.dot(a[i], b[:, j], m, C[i, j]))
+    x = a.copy()
+    x[0, 0] = np.inf
+    assert not tc._fast_ok(x, b, m)
+    assert not tc._fast_ok(a, b, m.replace(zero_exponent=-100))
+    assert tc._fast_ok(a, b, m)
