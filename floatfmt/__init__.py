@@ -13,10 +13,10 @@ GPU checks) are imported on first use.
 
 from importlib import import_module
 
-from .cast import cast
+from ._cast import cast
 from .codec import classify, decode, encode, next_down, next_up, ulp, values
-from .formats import Format, formats, get_format, register
-from .info import FormatInfo, info
+from ._formats import Format, formats, get_format, register
+from ._info import FormatInfo, info
 from .packing import pack, unpack
 from .rounding import MODES, OVERFLOWS
 
@@ -24,14 +24,14 @@ from .rounding import MODES, OVERFLOWS
 # binding would be replaced by the module object on `import floatfmt.explain`.
 from .explain import compare, explain  # noqa: E402  (light: numpy only)
 
-from ._version import __version__  # noqa: E402
+from ._version import __version__ as __version__  # noqa: E402
 
 # name -> module, loaded on first attribute access (keeps `import floatfmt` fast).
 _LAZY = {
     # arithmetic and accumulation
     "add": "ops", "sub": "ops", "mul": "ops", "div": "ops", "fma": "ops", "sqrt": "ops",
     "neg": "ops", "abs": "ops", "minimum": "ops", "maximum": "ops",
-    "FPArray": "ops", "array": "ops", "scalar": "ops",
+    "FPArray": "fparray", "array": "fparray", "scalar": "fparray",
     "sum": "accumulate", "dot": "accumulate", "matmul": "accumulate",
     "mma": "tensorcore", "TensorCoreModel": "tensorcore", "tensorcore_models": "tensorcore",
     # scaling and training

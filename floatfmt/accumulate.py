@@ -38,7 +38,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import eft
-from .ops import _check_invalid, _ctx, _operand, _zero_signs, fma as _fma, mul as _mul
+from .ops import InFormat, check_invalid, make_ctx, operand_values, zero_signs, fma as _fma, mul as _mul
 
 __all__ = ["sum", "dot", "matmul", "ORDERS"]
 
@@ -91,9 +91,9 @@ def _round_add(acc, term, actx):
         cf[idx] = cs
     if actx.mode == "down" or not actx.fmt.has_nan:
         if not actx.fmt.has_nan:
-            _check_invalid(t, actx, "accumulation")
+            check_invalid(t, actx, "accumulation")
         if actx.mode == "down":
-            t = _zero_signs(t, cls, acc, term, actx.mode)
+            t = zero_signs(t, cls, acc, term, actx.mode)
     return actx.round(t, cls)
 
 
@@ -219,7 +219,7 @@ def _exact_sum_axis0(T, octx):
     # Inf / NaN terms give exact specials; an Inf from int_to_sticky is a finite sum past
     # the float64 range and keeps its class (so toward_zero etc. can give max)
     cls = np.where(has_nan | (inf_val != 0), 0, cls).astype(cls.dtype)
-    _check_invalid(out, octx, "sum")
+    check_invalid(out, octx, "sum")
     return octx.round(out, cls).reshape(rest)
 
 
@@ -240,10 +240,10 @@ def _reduce(T, actx, order, block, octx):
 
 # ---------------------------------------------------------------------------------------------
 def _contexts(fmt, acc_fmt, out_fmt, rounding, overflow, ftz, daz, rng, sr_bits):
-    ictx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    actx = _ctx(acc_fmt if acc_fmt is not None else ictx.fmt, rounding, overflow, ftz, daz,
+    ictx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    actx = make_ctx(acc_fmt if acc_fmt is not None else ictx.fmt, rounding, overflow, ftz, daz,
                 ictx.rng, sr_bits)
-    octx = _ctx(out_fmt, rounding, overflow, ftz, daz, ictx.rng, sr_bits) if out_fmt is not None \
+    octx = make_ctx(out_fmt, rounding, overflow, ftz, daz, ictx.rng, sr_bits) if out_fmt is not None \
         else actx
     return ictx, actx, octx
 
@@ -274,7 +274,7 @@ def sum(x, fmt, acc_fmt=None, order="sequential", axis=None, *, block=32, out_fm
     order = _resolve_order(order)
     block = _check_block(block)
     ictx, actx, octx = _contexts(fmt, acc_fmt, out_fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    v, _ = _operand(x, ictx)
+    v, _ = operand_values(x, ictx)
     if axis is None:
         T = v.reshape(-1, 1)
         r = _reduce(T, actx, order, block, octx)
@@ -301,7 +301,7 @@ def _epilogue(r, alpha, beta, c, actx, octx, rounding, overflow, ftz, daz, rng):
     if alpha != 1.0:
         r = _mul(alpha, r, actx.fmt, **opts)
     if c is not None and beta != 0.0:
-        cv, _ = _operand(c, octx)
+        cv, _ = operand_values(c, octx)
         r = _fma(beta, cv, r, actx.fmt, **opts)
     return np.asarray(r, np.float64)
 
@@ -330,8 +330,8 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
                     if (t == 0).any():  # exact_fma gives +0: signs as for p + acc
                         p = np.where((a == 0) | (b == 0),
                                      np.where(np.signbit(a) ^ np.signbit(b), -0.0, 0.0), 1.0)
-                        t = _zero_signs(t, cls, p, acc, actx.mode)
-                _check_invalid(t, actx, "accumulation")
+                        t = zero_signs(t, cls, p, acc, actx.mode)
+                check_invalid(t, actx, "accumulation")
                 acc = actx.round(t, cls)
             return np.broadcast_to(acc, out_shape)
         if order == "exact":
@@ -429,7 +429,7 @@ def _exact_products_slow(xk, yk, n, out_shape, octx):
             t[j] = _zero_sum_sign(zeros, octx.mode)
         else:
             t[j], cls[j] = eft.fraction_to_sticky(fr, octx.fine)
-    _check_invalid(t, octx, "dot")
+    check_invalid(t, octx, "dot")
     return octx.round(t, cls).reshape(out_shape)
 
 
@@ -461,8 +461,8 @@ def _zero_sum_sign(terms, mode):
 
 
 def _prep_pair(a, b, ictx, kind):
-    x, sx = _operand(a, ictx)
-    y, sy = _operand(b, ictx)
+    x, sx = operand_values(a, ictx)
+    y, sy = operand_values(b, ictx)
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError(f"{kind} needs arrays, not scalars (use mul)")
     return x, y
@@ -529,14 +529,13 @@ def _product(kind, a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta, c, bl
         if order != "sequential":
             raise ValueError(f"order={order!r} does not apply with a tensor-core model: the model "
                              "fixes the order (blocks of L products chained along K)")
-        from .ops import FPArray
         from .tensorcore import tensorcore_product
-        a, b = (x._v if isinstance(x, FPArray) else x for x in (a, b))
+        a, b = (x._v if isinstance(x, InFormat) else x for x in (a, b))
         acc_name = "fp32" if acc_fmt is None else acc_fmt
         res, actx_fmt = tensorcore_product(kind, a, b, fmt, model, acc_name, rounding=rounding,
                                            overflow=overflow, ftz=ftz, daz=daz, rng=rng)
-        actx = _ctx(actx_fmt, "nearest_even", None, False, False, None)
-        octx = _ctx(out_fmt, rounding, overflow, ftz, daz, rng) if out_fmt is not None else actx
+        actx = make_ctx(actx_fmt, "nearest_even", None, False, False, None)
+        octx = make_ctx(out_fmt, rounding, overflow, ftz, daz, rng) if out_fmt is not None else actx
         res = _epilogue(res, alpha, beta, c, actx, octx, rounding, overflow, ftz, daz, rng)
         return _final(res, "sequential", actx, octx, np.ndim(res) == 0)
     ictx, actx, octx = _contexts(fmt, acc_fmt, out_fmt, rounding, overflow, ftz, daz, rng, sr_bits)

@@ -12,10 +12,10 @@ import sys
 from fractions import Fraction
 
 from . import codec, exact
-from .cast import cast
+from ._cast import cast
 from .explain import exact_decimal
-from .formats import formats, get_format, hex_code
-from .info import info
+from ._formats import formats, get_format, hex_code
+from ._info import info
 from .rounding import MODES
 
 
@@ -45,7 +45,7 @@ def show(value: str, fmt_name: str, rounding: str = "nearest_even", overflow=Non
         lines.append(f"code       none ({err})")
     lines.append(f"stored     {exact_decimal(stored)}")
     lines.append(f"class      {codec.classify(stored, fmt)}")
-    src = exact._parse_string(value)
+    src = exact.parse_string(value)
     finite = lambda v: v == v and abs(v) != float("inf")  # noqa: E731
     if finite(stored) and (isinstance(src, float) and finite(src) or not isinstance(src, float)
                            and src.is_finite()):

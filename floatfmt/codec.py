@@ -13,9 +13,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .cast import cast, round_exact
+from ._cast import round_exact
 from .exact import holds, to_exact
-from .formats import Format, get_format
+from ._formats import Format, get_format
 from .rounding import make_rng, resolve_mode
 
 __all__ = ["encode", "decode", "classify", "next_up", "next_down", "ulp", "values",

@@ -27,7 +27,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .exact import _fraction_rz, _resid
+from .exact import fraction_rz, fraction_resid
 
 __all__ = ["two_sum", "split", "two_prod", "to_sticky", "exact_sum", "exact_product",
            "exact_fma", "exact_quotient", "exact_sqrt", "fraction_to_sticky", "int_to_sticky",
@@ -228,8 +228,8 @@ def fraction_to_sticky(fr, fine=False) -> tuple[float, int]:
     """``(t, cls)`` of one exact rational (Fraction or int); +-Inf with class 3 past float64
     (``fine``: ``(t, resid)``, see ``to_sticky``)."""
     fr = Fraction(fr)
-    t, cls = _fraction_rz(fr)
-    return (t, _resid(fr, t)) if fine and cls else (t, cls)
+    t, cls = fraction_rz(fr)
+    return (t, fraction_resid(fr, t)) if fine and cls else (t, cls)
 
 
 def _fix_slow(t, cls, mask, fn, *args, fine=False):

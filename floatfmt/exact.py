@@ -36,7 +36,7 @@ from numbers import Number
 
 import numpy as np
 
-from .formats import Format, get_format
+from ._formats import Format, get_format
 
 __all__ = ["Exact", "to_exact", "holds"]
 
@@ -70,7 +70,7 @@ def floor_log2(a: Fraction | int) -> int:
     return e
 
 
-def _fraction_rz(fr: Fraction) -> tuple[float, int]:
+def fraction_rz(fr: Fraction) -> tuple[float, int]:
     """Truncate a rational toward zero to float64; return (value, remainder class)."""
     if fr == 0:
         return 0.0, 0
@@ -88,7 +88,7 @@ def _fraction_rz(fr: Fraction) -> tuple[float, int]:
     return (-hi if neg else hi), cls
 
 
-def _resid(fr: Fraction, t: float) -> int:
+def fraction_resid(fr: Fraction, t: float) -> int:
     """``resid`` of the exact rational fr truncated toward zero to the float64 t:
     2**54 * (|fr| - |t|) / ulp(t), rounded to odd (see ``rounding.round_values``)."""
     if not math.isfinite(t):
@@ -104,7 +104,7 @@ def _resid(fr: Fraction, t: float) -> int:
 def _resid_of(v, t: float, wrap_bits=None) -> int:
     """``resid`` of the input scalar v (as ``_scalar`` reads it) truncated to t."""
     if isinstance(v, (str, np.str_)):
-        v = _parse_string(str(v))
+        v = parse_string(str(v))
     if isinstance(v, Decimal) and v.is_finite() and not v.is_zero() and v.adjusted() < -399:
         return 1  # far below 2**-1074: a sliver of the smallest subnormal's ulp
     if not math.isfinite(t):
@@ -113,7 +113,7 @@ def _resid_of(v, t: float, wrap_bits=None) -> int:
     if wrap_bits is not None and not isinstance(v, float):
         red = abs(fr) % (1 << wrap_bits)
         fr = -red if fr < 0 else red
-    return _resid(fr, t)
+    return fraction_resid(fr, t)
 
 
 def to_fraction(obj) -> Fraction:
@@ -121,7 +121,7 @@ def to_fraction(obj) -> Fraction:
     (decimal or hex float; see ``to_exact``).  Non-finite values raise ValueError
     or OverflowError, as ``Fraction`` does."""
     if isinstance(obj, str):
-        obj = _parse_string(obj)
+        obj = parse_string(obj)
     if hasattr(obj, "dtype") and getattr(obj, "shape", None) == () and not isinstance(obj, np.generic):
         obj = obj[()]  # a 0-d array: its element
     if isinstance(obj, np.generic) and obj.dtype.kind not in "biufcOUS":
@@ -161,7 +161,7 @@ def _parse_hex(t: str):
 _WIDE = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 
 
-def _parse_string(s: str):
+def parse_string(s: str):
     """The exact value of a numeric string as a ``Decimal``.
 
     Decimal strings (``"0.1"``, ``"-1e400"``, ``"inf"``, ``"nan"``, underscores
@@ -189,7 +189,7 @@ def _string_rz(s: str) -> tuple[float, int]:
     t = s.strip().replace("_", "")
     h = _parse_hex(t)
     if h is None:
-        return _decimal_rz(_parse_string(s))
+        return _decimal_rz(parse_string(s))
     neg, m, e = h
     sign = -1.0 if neg else 1.0
     if m == 0:
@@ -201,7 +201,7 @@ def _string_rz(s: str) -> tuple[float, int]:
     if top < -1076:  # below a quarter of the smallest subnormal
         return math.copysign(0.0, sign), 1
     fr = Fraction(m << e) if e >= 0 else Fraction(m, 1 << -e)
-    return _fraction_rz(-fr if neg else fr)
+    return fraction_rz(-fr if neg else fr)
 
 
 def _decimal_rz(v: Decimal) -> tuple[float, int]:
@@ -217,7 +217,7 @@ def _decimal_rz(v: Decimal) -> tuple[float, int]:
         return (-math.inf if v.is_signed() else math.inf), 3
     if v.adjusted() < -399:
         return (-0.0 if v.is_signed() else 0.0), 1
-    return _fraction_rz(Fraction(v))
+    return fraction_rz(Fraction(v))
 
 
 def _wrap_reduce(v, bits: int):
@@ -241,7 +241,7 @@ def _wrap_reduce(v, bits: int):
             fr = Fraction(m << max(e, 0), 1 << max(-e, 0))
             v = -fr if neg else fr
         else:
-            v = _parse_string(v)
+            v = parse_string(v)
     if isinstance(v, Decimal):
         if not v.is_finite() or v.is_zero() or v.adjusted() < 0:  # |v| < 1: nothing to reduce
             return v
@@ -269,17 +269,17 @@ def _scalar(v, wrap_bits=None) -> tuple[float, int]:
         iv = int(v)
         if abs(iv) <= _TWO53:
             return float(iv), False
-        return _fraction_rz(Fraction(iv))
+        return fraction_rz(Fraction(iv))
     if isinstance(v, np.floating):
         if v.dtype.itemsize <= 8 or not np.isfinite(v):
             return float(v), 0
-        return _fraction_rz(Fraction(*v.as_integer_ratio()))
+        return fraction_rz(Fraction(*v.as_integer_ratio()))
     if isinstance(v, (str, np.str_)):
         return _string_rz(str(v))
     if isinstance(v, Decimal):
         return _decimal_rz(v)
     if isinstance(v, Fraction):
-        return _fraction_rz(v)
+        return fraction_rz(v)
     if isinstance(v, (complex, np.complexfloating)):
         raise TypeError(f"complex numbers are not supported (got {v!r})")
     if hasattr(v, "dtype") and getattr(v, "shape", None) == ():  # 0-d arrays, ml_dtypes scalars
@@ -289,7 +289,7 @@ def _scalar(v, wrap_bits=None) -> tuple[float, int]:
         return float(a.astype(np.float64)), 0  # ml_dtypes: every value is a float64
     if hasattr(v, "as_integer_ratio") and isinstance(v, Number):
         try:
-            return _fraction_rz(Fraction(*v.as_integer_ratio()))
+            return fraction_rz(Fraction(*v.as_integer_ratio()))
         except (ValueError, OverflowError):
             return float(v), 0  # nan / inf (e.g. gmpy2.mpfr)
     raise TypeError(f"expected a number, got {type(v).__name__}: {v!r}")

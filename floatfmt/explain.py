@@ -33,11 +33,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from .cast import cast, rounding_decision
+from ._cast import cast, rounding_decision
 from .codec import values_to_codes
-from .exact import _parse_string, floor_log2, to_exact
-from .formats import Format, get_format, hex_code
-from .info import info
+from .exact import parse_string, floor_log2, to_exact
+from ._formats import Format, get_format, hex_code
+from ._info import info
 from .rounding import resolve_mode, resolve_overflow
 
 __all__ = ["explain", "explain_block", "compare", "Explanation", "ExplanationTable",
@@ -97,7 +97,7 @@ def _num(v) -> str:
         try:
             v = float(v)
         except OverflowError:  # past float64: 2^1024 (fp64's virtual neighbour), 10**400 ...
-            p2 = _pow2(v)
+            p2 = pow2_text(v)
             return (("-" if v < 0 else "") + p2 if p2 else
                     f"{Decimal(v.numerator) / Decimal(v.denominator):.17g}".lower())
     if isinstance(v, float) and math.isfinite(v) and v == int(v) and abs(v) < 1e16:
@@ -105,7 +105,7 @@ def _num(v) -> str:
     return repr(float(v))
 
 
-def _pow2(v) -> str | None:
+def pow2_text(v) -> str | None:
     """``2^k`` when |v| (a float, int or Fraction) is a power of two, else None."""
     if not v or isinstance(v, float) and not math.isfinite(v):
         return None
@@ -163,7 +163,7 @@ def _as_exact(x):
     if isinstance(x, (int, np.integer)):
         return Fraction(int(x)), None
     if isinstance(x, (str, np.str_)):
-        x = _parse_string(str(x))
+        x = parse_string(str(x))
     if isinstance(x, Decimal):
         return (Fraction(x), None) if x.is_finite() else (None, float(x))
     if isinstance(x, float):
@@ -426,7 +426,7 @@ class Explanation:
                          f"{_num(self.value)}.")
         elif d.action == "smallest":
             parts.append(f"{f.name} has no zero: a result of 0 is stored as its smallest value "
-                         f"{_num(self.value)}" + (f" = {_pow2(self.value)}" if _pow2(self.value) else "")
+                         f"{_num(self.value)}" + (f" = {pow2_text(self.value)}" if pow2_text(self.value) else "")
                          + ".")
         if d.chosen == "either" or d.out_of_range is None:
             parts.append(f"Stored: {_num(self.value)}.")
@@ -655,7 +655,7 @@ class Explanation:
             if d.out_of_range is None:
                 return f"x is itself a value of {f.name}"
             return f"x needs no rounding, but lies outside {f.name}'s range {self._range_text()}"
-        p2 = _pow2(self.gap)
+        p2 = pow2_text(self.gap)
         text = (f"{_num(d.lower)}  <  x  <  {_num(d.upper)}   (step {_num(self.gap)}"
                 + (f" = {p2}" if p2 else "") + ")")
         bad = [_num(d.lower if n == "lower" else d.upper) for n in d.outside]
@@ -892,8 +892,8 @@ def _block_format_name(fmt: str) -> bool:
     """Whether ``fmt`` names a block-scaled format (MX or NVFP4)."""
     if not fmt.strip().lower().startswith(("mx", "nvfp")):
         return False  # not a block format: do not load floatfmt.scaling
-    from .scaling import _resolve_kind
-    return _resolve_kind(fmt)[0] in ("mx", "nvfp4")  # unknown: ValueError naming block formats too
+    from .scaling import resolve_kind
+    return resolve_kind(fmt)[0] in ("mx", "nvfp4")  # unknown: ValueError naming block formats too
 
 
 def _binary_sci(a: Fraction) -> str:
@@ -923,13 +923,13 @@ class BlockExplanation:
     _COLS = ("#", "x", "x / scale", "code", "bits", "element", "dequantised", "error", "note")
 
     def __init__(self, q, block=0, x=None, rounding="nearest_even"):
-        from .scaling import _blocks, _mx_emax
+        from .scaling import split_blocks, mx_emax
 
         if q.granularity != "block":
             raise ValueError(f"explain_block needs a block-scaled QuantizedTensor (MX or nvfp4), "
                              f"not {q.fmt} per {q.granularity}")
         bs, axis = q.block_size, q.axis
-        rows, (lead, n, nb) = _blocks(q.elements, axis, bs)
+        rows, (lead, n, nb) = split_blocks(q.elements, axis, bs)
         if isinstance(block, bool) or not isinstance(block, (int, np.integer)):
             raise TypeError(f"block must be an integer, not {type(block).__name__}")
         if not -rows.shape[0] <= block < rows.shape[0]:
@@ -950,7 +950,7 @@ class BlockExplanation:
         total = self.scale * (self.tensor_scale if self.tensor_scale is not None else 1.0)
         self.nvfp4 = q.fmt == "nvfp4"
         self.scale_format = get_format("fp8_e4m3" if self.nvfp4 else "e8m0")
-        self.emax = None if self.nvfp4 else _mx_emax(q.fmt, f)
+        self.emax = None if self.nvfp4 else mx_emax(q.fmt, f)
         self.elem_max = Fraction(f.max) / unit
         self.elements = [float(v) for v in rows[block][:self.size]]
         self.dequantized = [v * total for v in self.elements]  # exact: element × 2^k or × e4m3 × fp32
@@ -966,7 +966,7 @@ class BlockExplanation:
                 raise ValueError(f"x has shape {arr.shape}, the QuantizedTensor {q.shape}")
             if arr.dtype.kind not in "fiub":
                 arr = np.asarray(x, dtype=object)
-            for i, xi in enumerate(_blocks(arr, axis, bs)[0][block][:self.size]):
+            for i, xi in enumerate(split_blocks(arr, axis, bs)[0][block][:self.size]):
                 self.originals[i], specials[i] = _as_exact(xi)
         have = self.have_x = x is not None
         self._specials = specials
@@ -1163,7 +1163,7 @@ def explain_block(q, block=0, x=None, rounding="nearest_even") -> BlockExplanati
 
 # ----------------------------------------------------------------------------- compare
 def _pow2_text(v: float) -> str:
-    p = _pow2(v)
+    p = pow2_text(v)
     return f"{p} ≈ {v:.4g}" if p and not (1 <= v <= 65536) else _num(v) if v == int(v) and v < 1e16 \
         else f"{v:.4g}"
 

@@ -28,7 +28,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from ._version import __version__
-from .formats import Format, formats, get_format
+from ._formats import Format, formats, get_format
 from .rounding import MODES, resolve_overflow
 
 __all__ = ["EXPLORER_FORMATS", "EXPLORER_MODES", "explorer_data", "explorer_html", "write_explorer"]

@@ -1,4 +1,4 @@
-"""Elementwise arithmetic in a format, and ``FPArray``, an array that lives in one.
+"""Elementwise arithmetic in a format (``FPArray``, an array that lives in one, is in ``fparray``).
 
 Every operation here follows one rule: the operands are first cast to ``fmt``
 (with the same ``rounding``, ``overflow``, ``ftz``, ``daz`` and ``rng``
@@ -38,20 +38,18 @@ True
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import eft
-from .cast import round_exact
+from ._cast import round_exact
 from .exact import holds, to_exact
-from .formats import Format, get_format
+from ._formats import Format, get_format
 from .rounding import make_rng, resolve_mode, resolve_overflow, round_values
 
 __all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "maximum",
-           "FPArray", "array", "scalar", "promote_formats"]
+           "promote_formats"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,7 +82,7 @@ class _Ctx:
                             sr_bits=self.sr_bits, sticky=cls, resid=resid, out=out)
 
 
-def _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits=None) -> _Ctx:
+def make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits=None) -> _Ctx:
     fmt = get_format(fmt)
     mode = resolve_mode(rounding)
     policy = resolve_overflow(overflow, fmt)
@@ -125,9 +123,26 @@ def _in_format(v: np.ndarray, fmt: Format) -> bool:
     return True
 
 
-def _operand(x, ctx: _Ctx, what="operand"):
+class InFormat:
+    """Values known to lie in one format: a float64 array ``_v`` and its ``fmt``.
+
+    The arithmetic here takes such operands without casting them again; ``FPArray``
+    (``floatfmt.fparray``) is the public kind, and the chunk driver wraps slices in a
+    plain ``InFormat``.
+    """
+
+    def __init__(self, values, fmt: Format):
+        self._v = values
+        self.fmt = fmt
+
+    @property
+    def ndim(self):
+        return self._v.ndim
+
+
+def operand_values(x, ctx: _Ctx, what="operand"):
     """(float64 values of x cast to ctx.fmt, was-scalar)."""
-    if isinstance(x, FPArray):
+    if isinstance(x, InFormat):
         if x.fmt == ctx.fmt and not ctx.daz:
             return x._v, x.ndim == 0
         x = x._v
@@ -152,14 +167,14 @@ def _finish(r, scalar):
     return float(r) if scalar else r
 
 
-def _check_invalid(t, ctx: _Ctx, opname):
+def check_invalid(t, ctx: _Ctx, opname):
     if (not ctx.fmt.has_nan or ctx.fmt.kind == "int") and np.isnan(t).any():
         raise ValueError(
             f"{opname} in {ctx.fmt.name} has an invalid result (such as 0/0, Inf - Inf, 0 * Inf "
             f"or sqrt of a negative number) and {ctx.fmt.name} has no NaN to hold it")
 
 
-def _zero_signs(t, cls, x, y, mode):
+def zero_signs(t, cls, x, y, mode):
     """IEEE sign of exact zero sums x + y: -0 only for (-0) + (-0), or in mode 'down'
     for any exact zero except (+0) + (+0)."""
     exact_zero = t == 0
@@ -183,7 +198,7 @@ def _run(impl, ctx, *args):
     scalars) are processed in slices that stay in the CPU cache."""
     shape = None
     for x in args:
-        if isinstance(x, FPArray):
+        if isinstance(x, InFormat):
             x = x._v
         if isinstance(x, np.ndarray) and x.ndim > 0:
             if x.dtype.kind != "f" or x.dtype.itemsize > 8 or (shape is not None and x.shape != shape):
@@ -198,12 +213,12 @@ def _run(impl, ctx, *args):
     size = 0 if shape is None else int(np.prod(shape))
     if size <= 2 * _OP_CHUNK:
         return impl(ctx, *args)
-    flat = [(x._v if isinstance(x, FPArray) else x) for x in args]
-    fmts = [x.fmt if isinstance(x, FPArray) else None for x in args]
+    flat = [(x._v if isinstance(x, InFormat) else x) for x in args]
+    fmts = [x.fmt if isinstance(x, InFormat) else None for x in args]
     flat = [np.ascontiguousarray(x).reshape(-1) if isinstance(x, np.ndarray) else x for x in flat]
     out = np.empty(size)
     for i in range(0, size, _OP_CHUNK):
-        part = [FPArray._wrap(x[i:i + _OP_CHUNK], f, _NO_OPTS) if f is not None
+        part = [InFormat(x[i:i + _OP_CHUNK], f) if f is not None
                 else (x[i:i + _OP_CHUNK] if isinstance(x, np.ndarray) else x)
                 for x, f in zip(flat, fmts)]
         out[i:i + _OP_CHUNK] = impl(ctx, *part)[0]
@@ -223,12 +238,12 @@ def add(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     >>> add(1.0, -1.0, "fp16"), add(1.0, -1.0, "fp16", rounding="down")
     (0.0, -0.0)
     """
-    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
     return _finish(*_run_fast(ctx, _add_impl, _fast_add, a, b))
 
 
 def _add_impl(ctx, a, b, negate=False):
-    (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
+    (x, sx), (y, sy) = operand_values(a, ctx), operand_values(b, ctx)
     return _add_values(x, -y if negate else y, ctx, "sub" if negate else "add"), sx and sy
 
 
@@ -319,7 +334,7 @@ def _fast_add(ctx, sc, o, x, y, bx, by, negate=False):
         return
     t = (np.subtract if negate else np.add)(x, y, out=sc.f[:x.size])  # exact
     if ctx.mode == "down":  # numpy gives IEEE zero signs in the other modes
-        t = _zero_signs(t, None, x, -y if negate else y, ctx.mode)
+        t = zero_signs(t, None, x, -y if negate else y, ctx.mode)
     ctx.round(t, out=o)
 
 
@@ -342,7 +357,7 @@ def _fast_fma(ctx, sc, o, x, y, z, bx, by, bz):
     t = np.multiply(x, y, out=sc.f[:x.size])
     np.add(t, z, out=t)  # both steps exact
     if ctx.mode == "down":
-        t = _zero_signs(t, None, x * y, z, ctx.mode)
+        t = zero_signs(t, None, x * y, z, ctx.mode)
     ctx.round(t, out=o)
 
 
@@ -354,7 +369,7 @@ def _run_fast(ctx: _Ctx, impl, fast, *args):
         return _run(impl, ctx, *args)
     ops, check = [], []
     for x in args:
-        if isinstance(x, FPArray) and x.fmt == fmt:
+        if isinstance(x, InFormat) and x.fmt == fmt:
             ops.append(x._v)
             check.append(False)
         elif isinstance(x, np.ndarray) and x.dtype == np.float64:
@@ -396,9 +411,9 @@ def _broadcast(opname, *arrays):
 def _add_values(x, y, ctx, opname):
     x, y = _broadcast(opname, x, y)
     t, cls = eft.exact_sum(x, y, ctx.fine)
-    _check_invalid(t, ctx, opname)
+    check_invalid(t, ctx, opname)
     if ctx.mode == "down":  # numpy already gives IEEE zero signs in the other modes
-        t = _zero_signs(t, cls, x, y, ctx.mode)
+        t = zero_signs(t, cls, x, y, ctx.mode)
     return ctx.round(t, cls)
 
 
@@ -409,7 +424,7 @@ def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     >>> sub(1.0, 2**-12, "fp16"), sub(1.0, 2**-12, "fp16", rounding="down")
     (1.0, 0.99951171875)
     """
-    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
     return _finish(*_run_fast(ctx, _sub_impl, _fast_sub, a, b))
 
 
@@ -420,19 +435,19 @@ def mul(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     >>> mul(0.1, 0.1, "bf16"), mul(300.0, 300.0, "fp16")
     (0.010009765625, inf)
     """
-    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
     return _finish(*_run_fast(ctx, _mul_impl, _fast_mul, a, b))
 
 
 def _mul_impl(ctx, a, b):
-    (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
+    (x, sx), (y, sy) = operand_values(a, ctx), operand_values(b, ctx)
     return _mul_values(x, y, ctx), sx and sy
 
 
 def _mul_values(x, y, ctx):
     x, y = _broadcast("mul", x, y)
     t, cls = eft.exact_product(x, y, eft.product_is_exact(ctx.fmt), ctx.fine)
-    _check_invalid(t, ctx, "mul")
+    check_invalid(t, ctx, "mul")
     return ctx.round(t, cls)
 
 
@@ -448,15 +463,15 @@ def div(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     >>> div(1.0, 3.0, "fp16"), div(1.0, 3.0, "fp16", rounding="up"), div(-1.0, 0.0, "fp16")
     (0.333251953125, 0.33349609375, -inf)
     """
-    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
     return _finish(*_run(_div_impl, ctx, a, b))
 
 
 def _div_impl(ctx, a, b):
-    (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
+    (x, sx), (y, sy) = operand_values(a, ctx), operand_values(b, ctx)
     x, y = _broadcast("div", x, y)
     t, cls = eft.exact_quotient(x, y, ctx.fine)
-    _check_invalid(t, ctx, "div")
+    check_invalid(t, ctx, "div")
     return ctx.round(t, cls), sx and sy
 
 
@@ -468,14 +483,14 @@ def sqrt(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
     >>> sqrt(2.0, "bf16"), sqrt(2.0, "bf16", rounding="up"), sqrt(-0.0, "fp16")
     (1.4140625, 1.421875, -0.0)
     """
-    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
     return _finish(*_run(_sqrt_impl, ctx, a))
 
 
 def _sqrt_impl(ctx, a):
-    x, sx = _operand(a, ctx)
+    x, sx = operand_values(a, ctx)
     t, cls = eft.exact_sqrt(x, ctx.fine, eft.resid_slack(ctx.fmt) if ctx.fine else 0)
-    _check_invalid(t, ctx, "sqrt")
+    check_invalid(t, ctx, "sqrt")
     return ctx.round(t, cls), sx
 
 
@@ -487,12 +502,12 @@ def fma(a, b, c, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=Fal
     >>> fma(a, b, -1.0, "fp16"), add(mul(a, b, "fp16"), -1.0, "fp16")
     (-9.5367431640625e-07, 0.0)
     """
-    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
     return _finish(*_run_fast(ctx, _fma_impl, _fast_fma, a, b, c))
 
 
 def _fma_impl(ctx, a, b, c):
-    (x, sx), (y, sy), (z, sz) = _operand(a, ctx), _operand(b, ctx), _operand(c, ctx)
+    (x, sx), (y, sy), (z, sz) = operand_values(a, ctx), operand_values(b, ctx), operand_values(c, ctx)
     return _fma_values(x, y, z, ctx), sx and sy and sz
 
 
@@ -500,19 +515,19 @@ def _fma_values(x, y, z, ctx):
     x, y, z = _broadcast("fma", x, y, z)
     narrow = eft.product_is_exact(ctx.fmt)
     t, cls = eft.exact_fma(x, y, z, narrow, ctx.fine)
-    _check_invalid(t, ctx, "fma")
+    check_invalid(t, ctx, "fma")
     if (ctx.mode == "down" or not narrow) and (t == 0).any():
         # stand-in for the exact product: a signed zero where it is zero, else 1
         p = np.where((x == 0) | (y == 0), np.where(np.signbit(x) ^ np.signbit(y), -0.0, 0.0), 1.0)
-        t = _zero_signs(t, cls, p, z, ctx.mode)
+        t = zero_signs(t, cls, p, z, ctx.mode)
     return ctx.round(t, cls)
 
 
 def _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, fn, name):
-    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng)
-    x, sx = _operand(a, ctx)
+    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng)
+    x, sx = operand_values(a, ctx)
     t = fn(x)
-    _check_invalid(t, ctx, name)
+    check_invalid(t, ctx, name)
     return _finish(ctx.round(t), sx)
 
 
@@ -536,8 +551,8 @@ def abs(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rn
 
 
 def _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, is_min):
-    ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng)
-    (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
+    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng)
+    (x, sx), (y, sy) = operand_values(a, ctx), operand_values(b, ctx)
     x, y = _broadcast("minimum" if is_min else "maximum", x, y)
     with np.errstate(invalid="ignore"):
         r = np.where(x < y, x, y) if is_min else np.where(x > y, x, y)
@@ -618,314 +633,3 @@ def promote_formats(f1, f2) -> Format:
 
 def _int_holds(big: Format, small: Format) -> bool:
     return big.min <= small.min and big.max >= small.max
-
-
-def _opts_kwargs(o):
-    return dict(rounding=o["rounding"], overflow=o["overflow"], ftz=o["ftz"], daz=o["daz"],
-                rng=o["rng"])
-
-
-class FPArray:
-    """A numpy array whose values are in one number format, with arithmetic in that format.
-
-    Make one with ``ff.array(values, "fp16", rounding=...)`` or ``ff.scalar``.
-    Every operator rounds its exact result once to the array's format
-    (``+ - * /``, ``@``, ``**2``, unary ``-``, ``abs``), with the array's
-    rounding options.  Python and numpy numbers and arrays mix in as operands
-    and are cast to the format first.  Two FPArrays of different formats are
-    first cast (exactly) to ``promote_formats(f1, f2)`` (bf16 with fp16 gives
-    fp32, as in PyTorch); the options of the left operand are used.
-
-    ``x @ y`` accumulates in fp32 (or in the format itself when it is wider)
-    and rounds the result to the array's format, as a GPU GEMM with fp32
-    compute does; ``x.sum()`` rounds every partial sum to the format (use
-    ``x.sum(acc_fmt="fp32")``, ``order="kahan"`` ... to change that).
-
-    Attributes: ``.values`` (float64 copy), ``.codes`` (bit patterns),
-    ``.fmt`` (the ``Format``), ``.shape``, ``.ndim``, ``.size``.
-    Comparisons return numpy booleans.
-
-    >>> import floatfmt as ff
-    >>> ff.scalar(1.0, "fp16") + 0.0001          # the update vanishes
-    FPArray(1.0, fmt='fp16')
-    >>> x = ff.array([0.1, 0.2, 0.3], "bf16")
-    >>> x
-    FPArray([0.10009765625, 0.2001953125, 0.30078125], fmt='bf16')
-    >>> (x * 10).values.tolist(), x.codes.tolist()
-    ([1.0, 2.0, 3.0], [15821, 15949, 16026])
-    """
-
-    __array_ufunc__ = None  # numpy defers to our reflected operators
-    __hash__ = None
-
-    def __init__(self, values, fmt, rounding="nearest_even", overflow=None, ftz=False,
-                 daz=False, rng=None):
-        ctx = _ctx(fmt, rounding, overflow, ftz, daz, rng)
-        if isinstance(values, FPArray):
-            values = values._v
-        v, _ = _operand(values, ctx, "input")
-        self._v = np.array(v, np.float64)
-        self._v.setflags(write=False)
-        self.fmt = ctx.fmt
-        self._o = {"rounding": ctx.mode, "overflow": overflow, "ftz": bool(ftz),
-                   "daz": bool(daz), "rng": ctx.rng}
-
-    @classmethod
-    def _wrap(cls, values, fmt: Format, opts: dict) -> "FPArray":
-        """An FPArray around values known to be in ``fmt`` (our own results or views of
-        them: not copied)."""
-        obj = cls.__new__(cls)
-        obj._v = np.asarray(values, np.float64)
-        obj._v.setflags(write=False)
-        obj.fmt = fmt
-        obj._o = dict(opts)
-        return obj
-
-    # --- views ---------------------------------------------------------------------------
-    @property
-    def values(self) -> np.ndarray:
-        """The values as a float64 array (a copy)."""
-        return self._v.copy()
-
-    @property
-    def codes(self):
-        """The bit patterns (see ``ff.encode``)."""
-        from .codec import values_to_codes
-        c = values_to_codes(self._v, self.fmt)
-        return int(c) if self.ndim == 0 else c
-
-    @property
-    def shape(self):
-        return self._v.shape
-
-    @property
-    def ndim(self):
-        return self._v.ndim
-
-    @property
-    def size(self):
-        return self._v.size
-
-    @property
-    def T(self):
-        return FPArray._wrap(self._v.T, self.fmt, self._o)
-
-    def __len__(self):
-        if self.ndim == 0:
-            raise TypeError("len() of a 0-d FPArray")
-        return len(self._v)
-
-    def __iter__(self):
-        if self.ndim == 0:
-            raise TypeError("iteration over a 0-d FPArray")
-        for i in range(len(self._v)):
-            yield self[i]
-
-    def __getitem__(self, idx):
-        return FPArray._wrap(self._v[idx], self.fmt, self._o)
-
-    def __setitem__(self, idx, value):
-        v = self._cast_other(value)
-        new = self._v.copy()
-        new[idx] = v
-        new.setflags(write=False)
-        self._v = new
-
-    def __array__(self, dtype=None, copy=None):
-        return self._v.astype(dtype) if dtype is not None else self._v.copy()
-
-    def __float__(self):
-        return float(self._v)
-
-    def __int__(self):
-        return int(self._v)
-
-    def __bool__(self):
-        return bool(self._v)
-
-    def tolist(self):
-        return self._v.tolist()
-
-    def astype(self, fmt, **options) -> "FPArray":
-        """The same values cast to another format (options default to this array's)."""
-        opts = {**self._o, **options}
-        return FPArray(self._v, fmt, **_opts_kwargs(opts))
-
-    def __repr__(self):
-        opts = "" if self._o["rounding"] == "nearest_even" else f", rounding={self._o['rounding']!r}"
-        if self.ndim == 0:
-            body = repr(float(self._v))
-        else:
-            body = np.array2string(self._v, separator=", ", prefix="FPArray(", threshold=200,
-                                   formatter={"float_kind": lambda v: repr(float(v))})
-        return f"FPArray({body}, fmt={self.fmt.name!r}{opts})"
-
-    def explain(self, **kwargs):
-        """Bit-level explanation of the values (delegates to ``floatfmt.explain``)."""
-        if importlib.util.find_spec("floatfmt.explain") is None:
-            raise NotImplementedError("FPArray.explain needs floatfmt.explain, which this "
-                                      "installation does not have yet")
-        mod = importlib.import_module("floatfmt.explain")
-        v = float(self._v) if self.ndim == 0 else self._v
-        return mod.explain(v, self.fmt, **kwargs)
-
-    # --- arithmetic ----------------------------------------------------------------------
-    def _cast_other(self, other):
-        ctx = _ctx(self.fmt, **_opts_kwargs(self._o))
-        v, _ = _operand(other, ctx)
-        return v
-
-    def _binary(self, other, fn, reflected=False):
-        if isinstance(other, FPArray):
-            fmt = promote_formats(self.fmt, other.fmt)
-            x = self if self.fmt == fmt else self._v  # FPArrays of fmt skip the cast
-            y = other if other.fmt == fmt else other._v
-        elif isinstance(other, (int, float, complex, np.generic, np.ndarray, list, tuple)) \
-                or hasattr(other, "as_integer_ratio"):
-            fmt, x, y = self.fmt, self, other
-        else:
-            return NotImplemented
-        if reflected:
-            x, y = y, x
-        r = fn(x, y, fmt, **_opts_kwargs(self._o))
-        return FPArray._wrap(r, fmt, self._o)
-
-    def __add__(self, o):
-        return self._binary(o, add)
-
-    def __radd__(self, o):
-        return self._binary(o, add, True)
-
-    def __sub__(self, o):
-        return self._binary(o, sub)
-
-    def __rsub__(self, o):
-        return self._binary(o, sub, True)
-
-    def __mul__(self, o):
-        return self._binary(o, mul)
-
-    def __rmul__(self, o):
-        return self._binary(o, mul, True)
-
-    def __truediv__(self, o):
-        return self._binary(o, div)
-
-    def __rtruediv__(self, o):
-        return self._binary(o, div, True)
-
-    def __matmul__(self, o):
-        return self._binary(o, _matmul_op)
-
-    def __rmatmul__(self, o):
-        return self._binary(o, _matmul_op, True)
-
-    def __pow__(self, n):
-        if isinstance(n, (int, float, np.integer, np.floating)):
-            if n == 2:
-                return FPArray._wrap(mul(self._v, self._v, self.fmt, **_opts_kwargs(self._o)),
-                                     self.fmt, self._o)
-            if n == 1:
-                return FPArray._wrap(self._v, self.fmt, self._o)
-            if n == 0.5:
-                return FPArray._wrap(sqrt(self._v, self.fmt, **_opts_kwargs(self._o)),
-                                     self.fmt, self._o)
-            if n == -1:
-                return FPArray._wrap(div(1.0, self._v, self.fmt, **_opts_kwargs(self._o)),
-                                     self.fmt, self._o)
-        raise ValueError(f"FPArray supports ** with 2, 1, 0.5 and -1 (each one correctly "
-                         f"rounded operation), not {n!r}; chain * for other powers")
-
-    def __neg__(self):
-        return FPArray._wrap(neg(self._v, self.fmt, **_opts_kwargs(self._o)), self.fmt, self._o)
-
-    def __pos__(self):
-        return FPArray._wrap(self._v, self.fmt, self._o)
-
-    def __abs__(self):
-        return FPArray._wrap(abs(self._v, self.fmt, **_opts_kwargs(self._o)), self.fmt, self._o)
-
-    def _cmp(self, other, op):
-        y = other._v if isinstance(other, FPArray) else self._cast_other(other)
-        with np.errstate(invalid="ignore"):
-            r = op(self._v, y)
-        return bool(r) if np.ndim(r) == 0 else r
-
-    def __eq__(self, o):
-        return self._cmp(o, np.equal)
-
-    def __ne__(self, o):
-        return self._cmp(o, np.not_equal)
-
-    def __lt__(self, o):
-        return self._cmp(o, np.less)
-
-    def __le__(self, o):
-        return self._cmp(o, np.less_equal)
-
-    def __gt__(self, o):
-        return self._cmp(o, np.greater)
-
-    def __ge__(self, o):
-        return self._cmp(o, np.greater_equal)
-
-    # --- reductions ----------------------------------------------------------------------
-    def sum(self, axis=None, acc_fmt=None, order="sequential", **kwargs) -> "FPArray":
-        """Sum with ``ff.sum`` (partial sums in ``acc_fmt``, default this format); the
-        result is an FPArray in ``acc_fmt``.
-
-        >>> import floatfmt as ff
-        >>> x = ff.array([1.0] + [2**-11] * 8, "fp16")
-        >>> float(x.sum()), float(x.sum(acc_fmt="fp32")), float(x.sum(order="kahan"))
-        (1.0, 1.00390625, 1.00390625)
-        """
-        from .accumulate import sum as _sum
-        opts = {**_opts_kwargs(self._o), **kwargs}
-        r = _sum(self._v, self.fmt, acc_fmt=acc_fmt, order=order, axis=axis, **opts)
-        out = get_format(kwargs.get("out_fmt") or acc_fmt or self.fmt)
-        return FPArray._wrap(r, out, self._o)
-
-    def matmul(self, other, **kwargs) -> "FPArray":
-        """``ff.matmul(self, other, self.fmt, **kwargs)`` as an FPArray in the result's format
-        (``out_fmt``, else ``acc_fmt``, else fp32)."""
-        from .accumulate import matmul as _mm
-        y = other._v if isinstance(other, FPArray) else other
-        r = _mm(self._v, y, self.fmt, **kwargs)
-        out = get_format(kwargs.get("out_fmt") or kwargs.get("acc_fmt", "fp32"))
-        if kwargs.get("model") is not None and kwargs.get("out_fmt") is None:
-            out = get_format(kwargs.get("acc_fmt", "fp32"))
-        return FPArray._wrap(r, out, self._o)
-
-
-def _matmul_op(x, y, fmt, rounding, overflow, ftz, daz, rng):
-    from .accumulate import matmul as _mm
-    fmt = get_format(fmt)
-    acc = fmt if (fmt.kind == "float" and holds(fmt, get_format("fp32"))) else "fp32"
-    return _mm(x, y, fmt, acc_fmt=acc, out_fmt=fmt, rounding=rounding, overflow=overflow,
-               ftz=ftz, daz=daz, rng=rng)
-
-
-def array(values, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
-          rng=None) -> FPArray:
-    """An ``FPArray``: ``values`` cast to ``fmt`` (same options as ``ff.cast``), with
-    arithmetic in ``fmt``.
-
-    >>> array([1, 2, 3], "fp8_e4m3") / 3
-    FPArray([0.34375, 0.6875, 1.0], fmt='fp8_e4m3')
-    """
-    return FPArray(values, fmt, rounding, overflow, ftz, daz, rng)
-
-
-def scalar(value, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
-           rng=None) -> FPArray:
-    """A 0-d ``FPArray`` holding one number cast to ``fmt``.
-
-    >>> scalar(1.0, "fp16") + 0.0001, scalar(1.0, "fp32") + 0.0001
-    (FPArray(1.0, fmt='fp16'), FPArray(1.000100016593933, fmt='fp32'))
-    """
-    x = FPArray(value, fmt, rounding, overflow, ftz, daz, rng)
-    if x.ndim != 0:
-        raise TypeError(f"scalar() takes one number, not an array of shape {x.shape}; "
-                        "use array()")
-    return x
-

@@ -45,7 +45,7 @@ from math import gcd
 import numpy as np
 
 from .codec import code_dtype
-from .formats import Format, get_format
+from ._formats import Format, get_format
 
 __all__ = ["pack", "unpack", "packed_nbytes", "PackedTensor", "BITORDERS"]
 

@@ -20,11 +20,11 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from .cast import cast
+from ._cast import cast
 from .codec import ulp, values
 from .course import gradient_sample
-from .explain import _pow2
-from .formats import get_format
+from .explain import pow2_text
+from ._formats import get_format
 
 __all__ = ["precision_probe", "plot_precision_probe", "plot_bit_layouts", "plot_range_precision", "plot_number_line", "plot_rounding_error",
            "plot_spacing", "plot_gradient_underflow", "plot_fp16_grid", "write_figures",
@@ -322,7 +322,7 @@ def plot_gradient_underflow(formats=("fp16", "bf16", "fp8_e5m2", "fp8_e4m3"), sc
 
 
 def _pow_text(s: float) -> str:
-    return (s > 0 and _pow2(s)) or f"{s:g}"
+    return (s > 0 and pow2_text(s)) or f"{s:g}"
 
 
 # ----------------------------------------------------------------------------- 7

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cast import cast
+from ._cast import cast
 from .ops import add, fma, mul
 from .scaling import QuantizedTensor, quantize
 from .tensorcore import get_model, tensorcore_product

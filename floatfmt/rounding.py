@@ -34,7 +34,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .formats import Format
+from ._formats import Format
 
 __all__ = ["MODES", "OVERFLOWS", "resolve_mode", "resolve_overflow", "make_rng", "round_values",
            "Decision", "decide", "resid_class"]
@@ -843,7 +843,7 @@ def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz
     between that rounding and the stored value.  A stochastic draw is read from
     the stored value: ``chosen`` is ``"either"`` when both neighbours give it.
 
-    >>> from floatfmt.formats import get_format
+    >>> from floatfmt._formats import get_format
     >>> d = decide(-128.3, get_format("int8"))
     >>> d.lower, d.upper, d.chosen, d.out_of_range, d.value
     (Fraction(-129, 1), Fraction(-128, 1), 'upper', None, -128.0)

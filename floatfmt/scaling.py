@@ -35,11 +35,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from .cast import cast
+from ._cast import cast
 from .codec import values_to_codes
 from .eft import exact_product, exact_quotient
-from .exact import _fraction_rz, _resid, to_exact, to_fraction
-from .formats import Format, get_format
+from .exact import fraction_rz, fraction_resid, to_exact, to_fraction
+from ._formats import Format, get_format
 from .rounding import make_rng, resolve_mode, round_values
 
 __all__ = ["quantize", "dequantize", "fake_quant", "QuantizedTensor", "int_matmul",
@@ -139,9 +139,9 @@ def _exact_quotient(v, exact, s, narrow, target: Format, fine=False):
         for i in np.ndindex(d.shape):
             if math.isfinite(vb[i]) and math.isfinite(sb[i]):
                 fr = to_fraction(fb[i]) / Fraction(float(sb[i]))
-                vals[i], cls[i] = _fraction_rz(fr)
+                vals[i], cls[i] = fraction_rz(fr)
                 if fine and cls[i]:
-                    cls[i] = _resid(fr, vals[i])
+                    cls[i] = fraction_resid(fr, vals[i])
         return vals, (cls if cls.any() else None)
     m, _ = np.frexp(s)
     if np.all((m == 0.5) | ~np.isfinite(s)):
@@ -412,7 +412,7 @@ def _norm_axis(axis, ndim, what):
     return int(axis) % ndim
 
 
-def _resolve_kind(fmt):
+def resolve_kind(fmt):
     """('mx', name) | ('nvfp4', 'nvfp4') | ('int', Format) | ('float', Format)."""
     if isinstance(fmt, str):
         key = fmt.strip().lower()
@@ -455,7 +455,7 @@ def mx_shared_exponent(amax, fmt="mxfp8_e4m3", scale_rounding="floor"):
     >>> mx_shared_exponent([449.0, 480.0], "mxfp8_e4m3", "rceil").tolist()
     [1.0, 1.0]
     """
-    kind, name = _resolve_kind(fmt)
+    kind, name = resolve_kind(fmt)
     if kind != "mx":
         raise ValueError(f"mx_shared_exponent needs an MX format ({', '.join(MX_FORMATS)}), not {fmt!r}")
     mode = _choice("scale_rounding", scale_rounding, SCALE_ROUNDINGS)
@@ -464,7 +464,7 @@ def mx_shared_exponent(amax, fmt="mxfp8_e4m3", scale_rounding="floor"):
     return _shared_exponent(a, name, elem, mode)
 
 
-def _mx_emax(name, elem: Format):
+def mx_emax(name, elem: Format):
     return 0 if name == "mxint8" else elem.emax
 
 
@@ -477,7 +477,7 @@ def _mx_max(name, elem: Format):
 
 
 def _shared_exponent(a, name, elem, mode):
-    emax = _mx_emax(name, elem)
+    emax = mx_emax(name, elem)
     if mode == "even":
         # torchao EVEN: round amax to the element precision (half-ulp added: ties away)
         a = round_values(a, get_format(f"e11m{_mx_mbits(name, elem)}"), "nearest_away")
@@ -492,7 +492,7 @@ def _shared_exponent(a, name, elem, mode):
     return np.where(np.isfinite(a) & (E <= 127), E, np.nan)
 
 
-def _blocks(v, axis, bs):
+def split_blocks(v, axis, bs):
     """Move ``axis`` last, pad it to a multiple of bs with zeros, return (rows, meta)."""
     xm = np.moveaxis(v, axis, -1)
     n = xm.shape[-1]
@@ -575,10 +575,10 @@ def _quantize_mx(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
     elem = get_format(MX_FORMATS[name])
     if v.ndim == 0:
         raise ValueError("MX quantisation needs an array with at least one dimension")
-    rows, meta = _blocks(v, axis, _MX_BLOCK)
-    st_rows = None if sticky is None else _blocks(sticky, axis, _MX_BLOCK)[0]
+    rows, meta = split_blocks(v, axis, _MX_BLOCK)
+    st_rows = None if sticky is None else split_blocks(sticky, axis, _MX_BLOCK)[0]
     shift = _MXINT8_SHIFT if name == "mxint8" else 0
-    emax = _mx_emax(name, elem)
+    emax = mx_emax(name, elem)
     out_dtype = v.dtype if (fake and v.dtype in (np.float32, np.float64)) else np.float64
     q = np.empty(rows.shape, out_dtype)
     E = None if fake else np.empty(rows.shape[0], np.float64)
@@ -653,7 +653,7 @@ def _quantize_mx(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
 
 
 def _block_dequantize(q: QuantizedTensor):
-    rows, meta = _blocks(q.elements, q.axis, q.block_size)
+    rows, meta = split_blocks(q.elements, q.axis, q.block_size)
     s = np.moveaxis(np.asarray(q.scale, np.float64), q.axis, -1).reshape(-1)
     if q.tensor_scale is not None:
         s = s * q.tensor_scale  # e4m3 * fp32: exact in float64
@@ -673,7 +673,7 @@ def _quantize_nvfp4(v, frac, narrow, axis, mode, rng, tensor_scale=None):
     fin = np.isfinite(v)
     if not fin.all():
         raise ValueError("NVFP4 has no NaN or Inf encoding; the input holds non-finite values")
-    rows, meta = _blocks(v, axis, _NV_BLOCK)
+    rows, meta = split_blocks(v, axis, _NV_BLOCK)
     amax_b = np.max(np.abs(rows), axis=1)
     if tensor_scale is None:
         amax = float(amax_b.max()) if amax_b.size else 0.0
@@ -690,7 +690,7 @@ def _quantize_nvfp4(v, frac, narrow, axis, mode, rng, tensor_scale=None):
     bscale = round_values(bq, _E4M3, "nearest_even", "saturate", sticky=bst)
     denom = bscale * ts  # E4M3 (4 bits) * fp32 (24 bits): exact
     zero = denom == 0
-    frows = None if frac is None else _blocks(frac, axis, _NV_BLOCK)[0]
+    frows = None if frac is None else split_blocks(frac, axis, _NV_BLOCK)[0]
     yq, yst = _exact_quotient(rows, frows, np.where(zero, 1.0, denom)[:, None], narrow, elem,
                               mode == "stochastic")
     q = round_values(yq, elem, mode, "saturate", rng=rng, **_rem(yst))
@@ -1029,7 +1029,7 @@ _RAW_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentile, rounding,
               scale, zero_point, margin, pow2_scale, narrow_range, scale_rounding, overflow,
               tensor_scale, rng, group_size=None, block=None):
-    kind, f = _resolve_kind(fmt)
+    kind, f = resolve_kind(fmt)
     tiled = _tiled_request(kind, f, granularity, group_size, block)
     mode = resolve_mode(rounding)
     if mode == "stochastic":
@@ -1158,7 +1158,7 @@ def fake_quant(x, fmt="int8", **options) -> np.ndarray:
     >>> fake_quant([0.1, 0.26, -1.0], "int8").tolist()
     [0.10236220434308052, 0.25984251871705055, -0.9999999962747097]
     """
-    kind, _ = _resolve_kind(fmt)
+    kind, _ = resolve_kind(fmt)
     if kind in ("mx", "int"):  # fused and chunked: quantize(x, fmt, **options).dequantize()
         opts = dict(_QUANTIZE_DEFAULTS)
         unknown = set(options) - set(opts)

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import eft
-from .formats import Format, get_format
+from ._formats import Format, get_format
 from .rounding import round_values
 
 __all__ = ["TensorCoreModel", "tensorcore_models", "get_model", "tensorcore_product",
@@ -326,7 +326,7 @@ def fused_dot(P, EP, model: TensorCoreModel, c=None):
 
 
 def _cast_inputs(a, b, fmt, model, rounding, overflow, ftz, daz, rng):
-    from .cast import cast
+    from ._cast import cast
     fmt = get_format(fmt)
     in_fmt = get_format(model.fmt)
     if model.fmt == "tf32":
@@ -600,7 +600,7 @@ def mma(a, b, c, fmt, model, acc_fmt="fp32"):
 
 def _accumulator_input(c, m: TensorCoreModel, out_shape):
     """c as values of the model's accumulator, broadcast to out_shape (checked)."""
-    from .cast import cast
+    from ._cast import cast
     if isinstance(c, (str, bytes)) or c is None:
         raise TypeError(f"mma: c must be a number or an array of numbers, not {type(c).__name__}")
     if m.fmt == "int8":

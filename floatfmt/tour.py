@@ -10,10 +10,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from .cast import cast
+from ._cast import cast
 from .codec import encode, ulp
 from .explain import compare, explain, exact_decimal
-from .formats import get_format, hex_code
+from ._formats import get_format, hex_code
 
 __all__ = ["run_tour", "DOUBLE_ROUNDING_X"]
 

@@ -47,7 +47,7 @@ import numpy as np
 from .accumulate import matmul as _ff_matmul
 from .eft import exact_sum
 from .exact import holds
-from .formats import Format, get_format
+from ._formats import Format, get_format
 from .rounding import round_values
 from .scaling import DelayedScaling, LossScaler
 

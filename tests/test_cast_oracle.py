@@ -30,7 +30,7 @@ import pytest
 
 import floatfmt as ff
 from floatfmt.exact import to_exact
-from floatfmt.cast import round_exact
+from floatfmt._cast import round_exact
 from oracles import mpfr as O
 
 rounding = importlib.import_module("floatfmt.rounding")  # the module (ff.rounding is not public)

@@ -24,10 +24,10 @@ import pytest
 
 import floatfmt as ff
 from floatfmt.accumulate import ORDERS
-from floatfmt.cast import round_exact, rounding_decision
+from floatfmt._cast import round_exact, rounding_decision
 from floatfmt.codec import codes_to_values, values_to_codes
 from floatfmt.exact import to_exact
-from floatfmt.formats import get_format
+from floatfmt._formats import get_format
 from floatfmt.scaling import MX_FORMATS
 from floatfmt.packing import pack, packed_nbytes, unpack
 from floatfmt.recipes import recipe_matmul
@@ -39,7 +39,7 @@ DTYPES = [np.float64, np.float32, np.float16, np.int64, np.int8, np.uint8, np.bo
 FMTS = ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "int8",
         "uint8", "e8m0"]
 
-PUBLIC_MODULES = ["cast", "codec", "ops", "accumulate", "tensorcore", "scaling", "info", "formats",
+PUBLIC_MODULES = ["_cast", "codec", "ops", "fparray", "accumulate", "tensorcore", "scaling", "_info", "_formats",
                   "packing", "recipes"]
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.formats import Format
+from floatfmt._formats import Format
 from floatfmt.ops import promote_formats
 
 
@@ -402,7 +402,7 @@ def _check_fast_path(fmt, names, seed):
     sets = _fast_path_operands(f, seed)
     for k, args in enumerate(sets):
         for mode in _FAST_MODES:
-            ctx = ops._ctx(f, mode, "saturate" if not f.inf else None, False, False, None)
+            ctx = ops.make_ctx(f, mode, "saturate" if not f.inf else None, False, False, None)
             for name in names:
                 a = args[:3 if name == "fma" else 2]
                 want = np.concatenate([

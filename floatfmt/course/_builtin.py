@@ -12,12 +12,12 @@ from numbers import Real
 
 import numpy as np
 
-from ..cast import cast
+from .._cast import cast
 from ..codec import decode, encode, next_up, ulp
-from ..exact import _parse_string, floor_log2, to_fraction
-from ..explain import _pow2 as _pow2_or_none
-from ..formats import get_format, hex_code
-from . import Exercise, Wrong, register
+from ..exact import parse_string, floor_log2, to_fraction
+from ..explain import pow2_text as _pow2_or_none
+from .._formats import get_format, hex_code
+from .registry import Exercise, Wrong, register
 
 _Wrong = Wrong
 
@@ -54,7 +54,7 @@ def grad_max_per_step(steps=24, seed=3, spikes=(6, 9, 17)) -> np.ndarray:
 _POW = re.compile(r"^\s*([+-]?)\s*2\s*(?:\*\*|\^)\s*\(?\s*([+-]?\d+)\s*\)?\s*$")
 
 
-def _to_fraction(a, what="answer") -> Fraction:
+def answer_fraction(a, what="answer") -> Fraction:
     """Exact value of a number given as int, float, Fraction, Decimal, numpy
     scalar or string (decimal, hex float, ``2**k``)."""
     if isinstance(a, (bool, np.bool_)):
@@ -65,7 +65,7 @@ def _to_fraction(a, what="answer") -> Fraction:
             v = Fraction(2) ** int(m[2])
             return -v if m[1] == "-" else v
         try:
-            a = _parse_string(a)
+            a = parse_string(a)
         except TypeError:
             raise _Wrong(f"Could not read the {what} {a!r} as a number.") from None
     if isinstance(a, np.generic) and a.dtype.kind not in "iuf":
@@ -112,7 +112,7 @@ def _value_or_code(a, fmt, expected: Fraction):
         if not math.isfinite(v):
             raise _Wrong(f"Code {a!r} is not a finite {f.name} value.")
         return Fraction(v), f"read {a!r} as the {f.name} code {hex_code(code, f)} = {v!r}"
-    got = _to_fraction(a)
+    got = answer_fraction(a)
     if isinstance(a, (int, np.integer)):
         return got, f"read {a!r} as the value {float(got)!r}; write a code as a string, '0x...'"
     return got, ""
@@ -162,7 +162,7 @@ def _ex_consecutive_integers(answer, fmt="bf16"):
     right = 2 ** p  # with p significant bits: every integer up to 2^p, and 2^p + 1 needs p + 1 bits
     n = np.arange(0, right + 2, dtype=np.float64) if right < 1 << 20 else np.array([right - 1, right, right + 1.0])
     assert np.all(cast(n[:-1], f) == n[:-1]) and cast(n[-1], f) != n[-1]
-    got = _to_fraction(answer)
+    got = answer_fraction(answer)
     if got == right:
         return (f"N = {right} = 2^{p}: with {p} significant bits every integer up to "
                 f"2^{p} fits; {right + 1} would need {p + 1}.")
@@ -187,7 +187,7 @@ def _ex_overflow_threshold(answer, fmt="fp16"):
     mid = top + Fraction(ulp(f.max, f)) / 2  # halfway between max and 2^(emax+1); the tie goes up
     right = math.ceil(mid)
     assert math.isinf(cast(Fraction(right), f)) and math.isfinite(cast(Fraction(right - 1), f))
-    got = _to_fraction(answer)
+    got = answer_fraction(answer)
     if got == right:
         return (f"{right} is exactly halfway between the max {f.max:g} and 2^{f.emax + 1} "
                 f"(which {f.name} cannot hold); the tie goes to the even one, 2^{f.emax + 1}, "
@@ -208,7 +208,7 @@ def _ex_loss_scale(answer, fmt="fp16", target=0.999, seed=2024, center=-6.0):
     center=center) * S survives in ``fmt`` (neither 0 nor Inf) and nothing overflows."""
     f = get_format(fmt)
     g = gradient_sample(seed=seed, center=center)
-    got = _to_fraction(answer, "loss scale")
+    got = answer_fraction(answer, "loss scale")
     if got <= 0:
         raise _Wrong("A loss scale must be positive.")
 
@@ -301,7 +301,7 @@ def _ex_e4m3_code(answer, values_=(0.3, -5.0, 470.0), fmt="fp8_e4m3"):
             if isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)):
                 code = int(a)
             else:
-                v = _to_fraction(a)
+                v = answer_fraction(a)
                 raise _Wrong(f"For {x}: {float(v)!r} looks like a value; the question asks for the code "
                              "(an int such as 0x2a or a bit string such as '0 0101 010').")
         if code == right:
@@ -342,7 +342,7 @@ def _ex_master_weights(answer, steps=1000, update=1e-4):
         for _ in range(steps):
             w = cast(w + u, name)  # w + u is exact in float64 here: one rounding, as the hardware does
         right[name] = w
-    g16, g32 = float(_to_fraction(w16a)), float(_to_fraction(w32a))
+    g16, g32 = float(answer_fraction(w16a)), float(answer_fraction(w32a))
     msgs = []
     if g16 != right["fp16"]:
         msgs.append("fp16 part: look at what a single update does to 1.0 in fp16"
@@ -367,7 +367,7 @@ def _ex_fp8_scale(answer, fmt="fp8_e4m3", seed=7, gain=1.0):
     amax = float(np.max(np.abs(x)))
     k = floor_log2(Fraction(f.max) / Fraction(amax))  # the largest k with amax * 2**k <= max
     right = Fraction(2) ** k
-    got = _to_fraction(answer, "scale")
+    got = answer_fraction(answer, "scale")
     if got == right:
         under = float(np.mean(cast(x * 2.0 ** k, f) == 0))
         return (f"S = 2^{k}: amax {amax:.4g} * S = {amax * 2.0 ** k:.4g} <= {f.max:g}. After scaling "
@@ -421,7 +421,7 @@ def _ex_dynamic_loss_scale(answer, init=2.0 ** 16, interval=4, fmt="fp16", seed=
         sa, ka = answer
     except (TypeError, ValueError):
         raise _Wrong("Give two numbers: (final scale, number of skipped steps).") from None
-    sa, ka = _to_fraction(sa, "scale"), _to_fraction(ka, "count")
+    sa, ka = answer_fraction(sa, "scale"), answer_fraction(ka, "count")
     if ka.denominator != 1:
         raise _Wrong(f"The number of skipped steps is a whole number, not {float(ka)!r}.")
     if sa == Fraction(s) and ka == skipped:

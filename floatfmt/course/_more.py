@@ -9,12 +9,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..cast import cast
+from .._cast import cast
 from ..accumulate import matmul
 from ..scaling import DelayedScaling, quantize
 from ..tensorcore import get_model
-from . import Exercise, Wrong, register
-from ._builtin import _to_fraction
+from .registry import Exercise, Wrong, register
+from ._builtin import answer_fraction
 
 __all__ = ["probe_vectors", "sr_values", "zp_data", "mx_outlier_block", "amax_history", "layer_data"]
 
@@ -26,7 +26,7 @@ def _numbers(answer, n, what):
         vals = [answer]
     if len(vals) != n:
         raise Wrong(f"Give {n} {what}.")
-    return [_to_fraction(v) for v in vals]
+    return [answer_fraction(v) for v in vals]
 
 
 # ----------------------------------------------------------------------------- 12 tensor-core probe

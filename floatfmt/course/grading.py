@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from . import check, exercise
+from .registry import check, exercise
 
 __all__ = ["release", "grade", "Score", "answer_cells", "write_scores"]
 

@@ -50,9 +50,9 @@ from pathlib import Path
 import numpy as np
 
 from .._version import __version__ as FLOATFMT_VERSION
-from ..cast import cast
+from .._cast import cast
 from ..codec import code_dtype, codes_to_values, values_to_codes
-from ..formats import get_format
+from .._formats import get_format
 from . import probes as P
 from .compare import nan_codes, predict_cast, predict_dots, predict_gemm, same_bits, tensorcore_available
 from .fixture import FixtureWriter, array_key

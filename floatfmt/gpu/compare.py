@@ -39,9 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cast import cast
+from .._cast import cast
 from ..codec import code_dtype, codes_to_values, values_to_codes
-from ..formats import get_format, hex_code
+from .._formats import get_format, hex_code
 from . import probes as P
 from .fixture import Fixture, default_root, find_fixtures
 

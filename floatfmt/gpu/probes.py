@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cast import cast
+from .._cast import cast
 from ..codec import code_dtype, codes_to_values, values, values_to_codes
-from ..formats import Format, get_format
+from .._formats import Format, get_format
 
 __all__ = ["NAN_PAYLOADS_F32", "f32_codes", "f32_values", "f32_step", "structured_cast_inputs",
            "all_codes", "tf32_operand_values", "Probe", "split_product", "gemm_probes",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from .formats import Format, get_format, hex_code
+from ._formats import Format, get_format, hex_code
 
 __all__ = ["FormatInfo", "info"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .exact import holds, to_exact
-from .formats import get_format
+from ._formats import get_format
 from .rounding import Decision, decide, make_rng, resolve_mode, resolve_overflow, round_values
 
 __all__ = ["cast", "round_exact", "rounding_decision"]
