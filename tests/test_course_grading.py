@@ -17,7 +17,7 @@ pytest.importorskip("ipykernel")
 
 from floatfmt import cli  # noqa: E402
 from floatfmt.course import variant  # noqa: E402
-from floatfmt.course.grading import answer_cells, grade, release  # noqa: E402
+from floatfmt.course.grading import answer_cells, grade  # noqa: E402
 
 DT = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32, "fp8_e5m2": ml_dtypes.float8_e5m2,
       "fp8_e4m3": ml_dtypes.float8_e4m3fn}

@@ -255,7 +255,7 @@ def test_replay_thresholds_just_beyond_float64(fmt, sr_bits):
     draws = _draws(seed, n, sr_bits)
     q = Fraction(2) ** -ff.get_format(fmt).mbits  # quantum at 1
     tiny = Fraction(1, 2 ** 70)
-    exacts, expect = [], []
+    exacts = []
     for i in range(n):
         if sr_bits is None:
             thr = Fraction(float(draws[i]))  # away iff u < p
