@@ -22,6 +22,16 @@ makes exactly the values past the format overflow the double.
 ``_general_chunk`` handles everything (sticky input, unusual formats, Inf in
 nearest-away or stochastic chunks) with explicit fraction tests.  The oracle
 tests run every case through both.
+
+``_general_chunk`` and its helpers are written once over an array namespace
+``xp`` (``_xp``: numpy, or torch when given a tensor; torch is never imported
+here).  A torch tensor takes ``_general_chunk`` whole, with torch ops on its
+own device: the fast path stays numpy-only because its speed comes from numpy
+specifics (in-place ufuncs with ``out=`` into reused cache-sized buffers, the
+clip ufunc, reductions to skip work per chunk) that have no portable torch
+form, and a second statement of the rule in torch ops would be a second
+rounding routine.  tests/test_torch.py shows the torch path equal to the numpy
+path (fast and general) bit for bit on every format, mode and policy.
 """
 
 from __future__ import annotations
@@ -273,9 +283,17 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
     xp = namespace(x)
     if x.dtype != xp.t.float64:
         raise TypeError(f"round_values takes float64 tensors, not {x.dtype}")
-    if sticky is not None or out is not None:
-        raise TypeError("round_values on a tensor takes neither sticky= nor out= "
-                        "(a float tensor holds its values exactly)")
+    if out is not None:
+        raise TypeError("round_values on a tensor takes no out= (it returns a new tensor)")
+    if sticky is not None:
+        if not is_tensor(sticky) or sticky.device != x.device:
+            raise TypeError("sticky for a tensor must be a tensor on the same device")
+        sticky = sticky.to(xp.t.uint8) if bool(sticky.any()) else None
+        if sticky is not None and mode == "stochastic":
+            raise ValueError("stochastic rounding of a value that float64 does not hold needs "
+                             "its exact remainder, which tensors do not carry")
+        if sticky is not None and daz_below is not None:
+            raise ValueError("daz with a sticky part is not supported on tensors")
     policy = resolve_overflow(overflow, fmt)
     if sr_bits is not None and not (isinstance(sr_bits, (int, np.integer)) and 1 <= sr_bits <= 52):
         raise ValueError(f"sr_bits must be an integer in 1..52, not {sr_bits!r}")
@@ -284,7 +302,7 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
     x = x.detach()
     if daz_below is not None:
         x, _ = _daz(x, None, daz_below, xp)
-    return _general_chunk(x, None, fmt, mode, policy, ftz, rng, sr_bits, xp)
+    return _general_chunk(x, sticky, fmt, mode, policy, ftz, rng, sr_bits, xp)
 
 
 # ------------------------------------------------------------------------- the chunk loop
