@@ -105,3 +105,40 @@ def test_fake_quant_bad_input():
         fft.fake_quant(torch.tensor([float("nan"), 1.0]), "int8")
     with pytest.raises(ValueError, match="Valid: 'identity'"):
         fft.fake_quant(torch.ones(3), "int8", ste="straight")
+
+
+def near_ties(points, s):
+    """float64 x near point * s whose float64 quotient x / s lands exactly on the
+    point while the exact quotient does not (so rounding the float64 quotient would
+    be a second rounding), from Fractions."""
+    from fractions import Fraction
+    out = []
+    for p in points:
+        x0 = float(Fraction(p) * Fraction(s))
+        for x in (np.nextafter(x0, -np.inf), x0, np.nextafter(x0, np.inf)):
+            x = float(x)
+            if x / s == p and Fraction(x) / Fraction(s) != Fraction(p):
+                out.append(x)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("fmt", ["int8", "uint8", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"])
+def test_fake_quant_quotients_near_ties_are_rounded_once(fmt):
+    """Inputs whose float64 quotient is exactly a tie (or a grid point for the directed
+    modes) while the exact one is not: the tensor path must see the exact quotient.
+    (With an fp32 scale this cannot happen for float64 inputs; a given float64 scale
+    makes it common.)"""
+    f = ff.get_format(fmt)
+    s = 0.0371  # a 53-bit scale (given scales are not rounded to fp32): p * s is inexact
+    if f.kind == "int":
+        grid = np.arange(f.min, f.max + 1, dtype=np.float64)
+    else:
+        v = ff.values(f)
+        grid = v[np.isfinite(v)]
+    pts = np.concatenate([grid, (grid[1:] + grid[:-1]) / 2])
+    x = near_ties(pts, s)
+    assert x.size > 10
+    for mode in MODES:
+        want = ff.fake_quant(x, fmt, scale=s, rounding=mode)
+        got = fft.fake_quant(torch.from_numpy(x), fmt, scale=s, rounding=mode).numpy()
+        assert same(got, want).all(), (mode, x[~same(got, want)][:3])
