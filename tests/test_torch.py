@@ -371,3 +371,15 @@ def test_cuda_equals_cpu():
             assert not bad(got.cpu().numpy(), ff.cast(x, name, mode, pol).numpy()).any()
     a = ff.cast(x.cuda(), "bf16", "stochastic", rng=5)
     assert torch.equal(a, ff.cast(x.cuda(), "bf16", "stochastic", rng=5))
+
+
+def test_readme_torch_example_runs():
+    """The README's torch example runs as written (and its comment about dtypes holds)."""
+    import pathlib
+    import re
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### On torch tensors", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    scope: dict = {}
+    exec(code, scope)
+    assert scope["w8"].dtype == torch.float32 and scope["wq"].requires_grad
