@@ -302,7 +302,20 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
     x = x.detach()
     if daz_below is not None:
         x, _ = _daz(x, None, daz_below, xp)
-    return _general_chunk(x, sticky, fmt, mode, policy, ftz, rng, sr_bits, xp)
+    if x.device.type != "cpu" or x.numel() <= _TORCH_CHUNK:
+        return _general_chunk(x, sticky, fmt, mode, policy, ftz, rng, sr_bits, xp)
+    # CPU: cache-sized chunks (the general path makes a dozen temporaries per call)
+    xf = x.reshape(-1)
+    sf = None if sticky is None else sticky.reshape(-1)
+    out = xp.t.empty_like(xf)
+    for i in range(0, xf.numel(), _TORCH_CHUNK):
+        j = i + _TORCH_CHUNK
+        out[i:j] = _general_chunk(xf[i:j], None if sf is None else sf[i:j], fmt, mode, policy,
+                                  ftz, rng, sr_bits, xp)
+    return out.reshape(x.shape)
+
+
+_TORCH_CHUNK = 1 << 18
 
 
 # ------------------------------------------------------------------------- the chunk loop
