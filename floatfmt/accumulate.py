@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import builtins
 import difflib
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -69,14 +70,23 @@ def _round_add(acc, term, actx):
         s = acc + term
         bb = s - acc
         e = (acc - (s - bb)) + (term - bb)
-        idx = np.flatnonzero((e != 0) & np.isfinite(e))
+        fin_e = np.isfinite(e)
+        idx = np.flatnonzero((e != 0) & fin_e)
+        # finite operands whose float64 sum overflows: a finite value past the range
+        over = None if fin_e.all() else np.isinf(s) & np.isfinite(acc) & np.isfinite(term)
     cls = None
     t = s
+    fine = actx.fine  # stochastic rounding needs the remainder, not only its class
+    dtype = np.int64 if fine else np.uint8
+    if over is not None and over.any():
+        cls = np.ascontiguousarray(np.where(over, eft._R_PAST if fine else 3, 0), dtype)
     if idx.size:
-        t = np.array(s, np.float64, copy=True)
-        cls = np.zeros(t.shape, np.uint8)
+        # C order: s may follow strided operands' layout, and reshape(-1) must be a view
+        t = np.array(s, np.float64, order="C", copy=True)
+        if cls is None:
+            cls = np.zeros(t.shape, dtype)
         tf, cf = t.reshape(-1), cls.reshape(-1)
-        ts, cs = eft.to_sticky(s.reshape(-1)[idx], e.reshape(-1)[idx])
+        ts, cs = eft.to_sticky(s.reshape(-1)[idx], e.reshape(-1)[idx], fine=fine)
         tf[idx] = ts
         cf[idx] = cs
     if actx.mode == "down" or not actx.fmt.has_nan:
@@ -108,14 +118,23 @@ def _pairwise(T, actx):
 
 
 def _kahan(terms, actx, shape):
-    s = np.zeros(shape)
-    c = np.zeros(shape)
+    """Compensated sum.  s starts as the first term (what s = 0 + t_0 gives, but keeping
+    a -0 term's sign) and a zero t with a zero c gives y = t (t - 0 is t; IEEE's
+    +0 - +0 = -0 in mode down would put a sign on a sum of +0 terms that no other
+    order gives)."""
+    s = c = None
     for t in terms:
+        if s is None:
+            s = np.array(np.broadcast_to(actx.round(t), shape), np.float64)
+            c = np.zeros(shape)
+            continue
         y = _round_add(t, -c, actx)
+        if actx.fmt.negative_zero:
+            y = np.where((c == 0) & (t == 0), t, y)
         s_new = _round_add(s, y, actx)
         c = _round_add(_round_add(s_new, -s, actx), -y, actx)
         s = s_new
-    return s
+    return np.zeros(shape) if s is None else s
 
 
 def _blocked(T, actx, block):
@@ -152,12 +171,14 @@ def _exact_sum_axis0(T, octx):
         inf_val = np.where(np.isposinf(X).any(0), np.inf, np.where(np.isneginf(X).any(0), -np.inf, 0.0))
     Xf = np.where(fin, X, 0.0)
     all_negzero = ((Xf == 0) & np.signbit(Xf)).all(0)
+    all_poszero = ((Xf == 0) & ~np.signbit(Xf)).all(0)
     mant, ex = np.frexp(Xf)
     M = (mant * 2.0 ** 53).astype(np.int64)  # exact, |M| < 2**53
     q = ex.astype(np.int64) - 53
     nz = M != 0
     out = np.zeros(m)
-    cls = np.zeros(m, np.uint8)
+    fine = octx.fine
+    cls = np.zeros(m, np.int64 if fine else np.uint8)
     if nz.any():
         qmin = int(q[nz].min())
         b = np.where(nz, q - qmin, 0)
@@ -187,12 +208,17 @@ def _exact_sum_axis0(T, octx):
         limbs16 = L.astype(np.uint16)  # every limb now in 0..65535
         for j in np.flatnonzero(L.any(0)):
             N = int.from_bytes(limbs16[:, j].tobytes(), "little")
-            out[j], cls[j] = eft.int_to_sticky(-N if neg[j] else N, qmin)
+            out[j], cls[j] = eft.int_to_sticky(-N if neg[j] else N, qmin, fine)
     zero = out == 0
     zero &= cls == 0
-    out[zero] = np.where(all_negzero[zero], -0.0, -0.0 if octx.mode == "down" else 0.0)
+    # IEEE zero of an exact zero sum (as every order of additions gives it): -0 when all
+    # terms are -0; in mode down, -0 unless all terms are +0
+    neg_zero = ~all_poszero if octx.mode == "down" else all_negzero
+    out[zero] = np.where(neg_zero[zero], -0.0, 0.0)
     out = np.where(has_nan, np.nan, np.where(inf_val != 0, inf_val, out))
-    cls = np.where(np.isfinite(out), cls, 0).astype(np.uint8)
+    # Inf / NaN terms give exact specials; an Inf from int_to_sticky is a finite sum past
+    # the float64 range and keeps its class (so toward_zero etc. can give max)
+    cls = np.where(has_nan | (inf_val != 0), 0, cls).astype(cls.dtype)
     _check_invalid(out, octx, "sum")
     return octx.round(out, cls).reshape(rest)
 
@@ -298,16 +324,20 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
             for k in range(n):
                 a, b = np.broadcast_arrays(xk(k), yk(k))
                 if acc is None:
-                    t, cls = eft.exact_product(a, b)
+                    t, cls = eft.exact_product(a, b, fine=actx.fine)
                 else:
-                    t, cls = eft.exact_fma(a, b, acc)
+                    t, cls = eft.exact_fma(a, b, acc, fine=actx.fine)
+                    if (t == 0).any():  # exact_fma gives +0: signs as for p + acc
+                        p = np.where((a == 0) | (b == 0),
+                                     np.where(np.signbit(a) ^ np.signbit(b), -0.0, 0.0), 1.0)
+                        t = _zero_signs(t, cls, p, acc, actx.mode)
                 _check_invalid(t, actx, "accumulation")
                 acc = actx.round(t, cls)
             return np.broadcast_to(acc, out_shape)
         if order == "exact":
             return _exact_products_slow(xk, yk, n, out_shape, octx)
         T = np.stack([np.broadcast_to(actx.round(*eft.exact_product(*np.broadcast_arrays(
-            xk(k), yk(k)))), out_shape) for k in range(n)])
+            xk(k), yk(k)), fine=actx.fine)), out_shape) for k in range(n)])
         return _reduce(T, actx, order, block, octx)
     with np.errstate(invalid="ignore", over="ignore"):
         if order in ("sequential", "kahan"):
@@ -336,23 +366,49 @@ def _exact_products_slow(xk, yk, n, out_shape, octx):
     rows = [np.broadcast_to(yk(k), out_shape).reshape(-1) for k in range(n)]
     m = cols[0].size if n else 0
     t = np.zeros(m)
-    cls = np.zeros(m, np.uint8)
+    cls = np.zeros(m, np.int64 if octx.fine else np.uint8)
     for j in range(m):
         pairs = [(float(cols[k][j]), float(rows[k][j])) for k in range(n)]
-        with np.errstate(invalid="ignore", over="ignore"):
-            plain = builtins.sum(np.float64(a) * b for a, b in pairs)
-        if not np.isfinite(plain) and builtins.all(np.isfinite([v for p in pairs for v in p])):
-            plain = 0.0  # finite inputs: an overflowed float64 sum is not a special result
-        if not np.isfinite(plain):
-            t[j] = plain
+        special = _special_dot(pairs)
+        if special is not None:
+            t[j] = special
             continue
         fr = builtins.sum((Fraction(a) * Fraction(b) for a, b in pairs), Fraction(0))
         if fr == 0:
-            t[j] = -0.0 if octx.mode == "down" else 0.0
+            zeros = [math.copysign(0.0, a) * math.copysign(1.0, b) if a == 0 or b == 0 else 1.0
+                     for a, b in pairs]
+            t[j] = _zero_sum_sign(zeros, octx.mode)
         else:
-            t[j], cls[j] = eft.fraction_to_sticky(fr)
+            t[j], cls[j] = eft.fraction_to_sticky(fr, octx.fine)
     _check_invalid(t, octx, "dot")
     return octx.round(t, cls).reshape(out_shape)
+
+
+def _special_dot(pairs):
+    """IEEE result of sum(a*b) over exact products when an operand is Inf or NaN, else None.
+
+    A product of finite operands is finite (even where float64 ``a * b`` would
+    overflow), so only products with an Inf or NaN factor are special."""
+    infs = set()
+    for a, b in pairs:
+        if math.isfinite(a) and math.isfinite(b):
+            continue
+        if math.isnan(a) or math.isnan(b) or a == 0 or b == 0:
+            return math.nan  # NaN operand, or Inf * 0
+        infs.add(math.copysign(1.0, a) * math.copysign(1.0, b))
+    if not infs:
+        return None
+    return math.nan if len(infs) == 2 else math.copysign(math.inf, infs.pop())
+
+
+def _zero_sum_sign(terms, mode):
+    """The IEEE zero of an exact zero sum: -0 when every term is -0, and in mode
+    ``down`` unless every term is +0 (what any order of IEEE additions gives)."""
+    neg = [t == 0 and math.copysign(1.0, t) < 0 for t in terms]
+    pos = [t == 0 and math.copysign(1.0, t) > 0 for t in terms]
+    if mode == "down":
+        return 0.0 if builtins.all(pos) else -0.0
+    return -0.0 if builtins.all(neg) else 0.0
 
 
 def _prep_pair(a, b, ictx, kind):

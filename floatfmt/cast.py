@@ -23,7 +23,7 @@ def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=
     fmt, values, mode, policy, daz_below, rng = _prepare(ex, fmt, rounding, overflow, daz, rng,
                                                           sr_bits)
     return round_values(values, fmt, mode, policy, ftz=bool(ftz), daz_below=daz_below,
-                        rng=rng, sr_bits=sr_bits, sticky=ex.sticky)
+                        rng=rng, sr_bits=sr_bits, sticky=ex.sticky, resid=ex.resid)
 
 
 def _prepare(ex, fmt, rounding, overflow, daz, rng, sr_bits):
@@ -111,8 +111,9 @@ def rounding_decision(x, fmt, rounding="nearest_even", overflow=None, ftz=False,
     fmt, values, mode, policy, daz_below, rng = _prepare(ex, fmt, rounding, overflow, daz, rng,
                                                           sr_bits)
     sticky = 0 if ex.sticky is None else int(ex.sticky)
+    resid = None if ex.resid is None else int(ex.resid)
     return decide(float(values), fmt, mode, policy, ftz=bool(ftz), daz_below=daz_below, rng=rng,
-                  sr_bits=sr_bits, sticky=sticky, stored=stored)
+                  sr_bits=sr_bits, sticky=sticky, resid=resid, stored=stored)
 
 
 def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,

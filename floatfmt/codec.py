@@ -8,6 +8,7 @@ in uint8, tf32's 19-bit code in uint32).  Integer formats use two's complement
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -16,6 +17,7 @@ from ._xp import NUMPY, is_tensor, namespace
 from .cast import cast, round_exact, tensor_exact
 from .exact import holds, to_exact
 from .formats import Format, get_format
+from .rounding import make_rng, resolve_mode
 
 __all__ = ["encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
            "code_dtype", "values_to_codes", "codes_to_values"]
@@ -56,14 +58,30 @@ def values_to_codes(r, fmt: Format) -> np.ndarray:
         xp = namespace(r)
         return _codes(r, fmt, xp).to(xp.code_dtype(fmt.bits))
     r = np.asarray(r, np.float64)
-    out = np.empty(r.shape, code_dtype(fmt))
-    flat, dst = r.reshape(-1), out.reshape(-1)
-    for i in range(0, flat.size, _CHUNK):
-        dst[i:i + _CHUNK] = _codes(flat[i:i + _CHUNK], fmt)
-    return out
+    return _by_chunks(lambda c: _codes(c, fmt), r.shape, code_dtype(fmt), r)
 
 
 _CHUNK = 1 << 15
+
+
+def _by_chunks(fn, shape, dtype, *arrays):
+    """A new array of ``shape`` and ``dtype`` holding ``fn`` applied to slices of
+    ``_CHUNK`` elements of the flattened ``arrays`` (``None`` passes through as None).
+
+    ``fn`` must work element by element; only its chunk-sized temporaries are alive
+    at a time, so the extra memory is a few chunks however big the input is."""
+    out = np.empty(shape, dtype)
+    dst = out.reshape(-1)
+    flat = [None if a is None else np.asarray(a).reshape(-1) for a in arrays]
+    for i in range(0, dst.size, _CHUNK):
+        dst[i:i + _CHUNK] = fn(*(None if a is None else a[i:i + _CHUNK] for a in flat))
+    return out
+
+
+def _exact_chunks(ex, fn, dtype=np.float64):
+    """``_by_chunks`` over an ``Exact`` record: ``fn`` gets Exact records of one chunk."""
+    return _by_chunks(lambda v, s, r: fn(replace(ex, values=v, sticky=s, resid=r)),
+                      ex.values.shape, dtype, ex.values, ex.sticky, ex.resid)
 
 
 def _codes(r, fmt: Format, xp=NUMPY):
@@ -223,14 +241,37 @@ def classify(x, fmt, rounding="nearest_even", **options):
 
     >>> classify(1e-5, "fp16"), classify(1e-5, "bf16"), classify(1e5, "fp16")
     ('subnormal', 'normal', 'inf')
+
+    ``options`` are those of ``cast`` (``overflow``, ``ftz``, ``daz``, ``rng``,
+    ``sr_bits``, ``dtype``); the input is classified chunk by chunk, so the extra
+    memory stays a few chunks beyond the result.
     """
     fmt = get_format(fmt)
-    r = np.asarray(cast(x, fmt, rounding, **options), np.float64)
-    a = np.abs(r)
-    idx = np.select([np.isnan(r), np.isinf(r), a == 0, a < fmt.smallest_normal],
-                    [4, 3, 0, 1], 2)
-    out = _CLASSES[idx]
-    return str(out) if out.ndim == 0 else out
+    unknown = sorted(set(options) - set(_CAST_OPTIONS))
+    if unknown:
+        raise TypeError(f"classify() got an unexpected keyword argument {unknown[0]!r}; "
+                        f"valid: {', '.join(_CAST_OPTIONS)}")
+    opts = {**_CAST_OPTIONS, **options}
+    if resolve_mode(rounding) == "stochastic":
+        opts["rng"] = make_rng(opts["rng"])  # one random stream across the chunks
+    dtype = opts.pop("dtype")
+    ex = to_exact(x, wrap_bits=fmt.bits if opts["overflow"] == "wrap" else None)
+
+    def chunk(e):
+        r = round_exact(e, fmt, rounding, **opts)
+        if dtype is not None:
+            r = r.astype(dtype).astype(np.float64)
+        a = np.abs(r)
+        idx = np.select([np.isnan(r), np.isinf(r), a == 0, a < fmt.smallest_normal],
+                        [4, 3, 0, 1], 2)
+        return _CLASSES[idx]
+
+    out = _exact_chunks(ex, chunk, _CLASSES.dtype)
+    return str(out) if ex.scalar else out
+
+
+_CAST_OPTIONS = {"overflow": None, "ftz": False, "daz": False, "rng": None, "sr_bits": None,
+                 "dtype": None}
 
 
 def _step(r, fmt: Format, up: bool):
@@ -255,6 +296,11 @@ def _step(r, fmt: Format, up: bool):
 def _neighbour(x, fmt, up: bool):
     fmt = get_format(fmt)
     ex = to_exact(x)
+    out = _exact_chunks(ex, lambda e: _neighbour_chunk(e, fmt, up))
+    return float(out) if ex.scalar else out
+
+
+def _neighbour_chunk(ex, fmt: Format, up: bool):
     v = ex.values
     inexact = np.zeros(v.shape, bool) if ex.sticky is None else ex.sticky != 0
     r = round_exact(ex, fmt, "up" if up else "down", "inf" if fmt.inf else "saturate")
@@ -269,7 +315,7 @@ def _neighbour(x, fmt, up: bool):
         out = np.where(above, np.nan if up else hi, np.where(below, lo if up else np.nan, out))
     if not fmt.negative_zero:
         out = out + 0.0
-    return float(out) if ex.scalar else out
+    return out
 
 
 def next_up(x, fmt):
@@ -301,14 +347,16 @@ def ulp(x, fmt):
     """
     fmt = get_format(fmt)
     ex = to_exact(x)
-    v = ex.values
-    if fmt.kind == "int":
-        out = np.where(np.isfinite(v), 1.0, np.nan)
-    else:
-        _, e = np.frexp(np.abs(v))
-        k = np.maximum(np.where(v == 0, fmt.emin, e - 1), fmt.emin) - fmt.mbits
-        out = np.where(np.isfinite(v), np.ldexp(1.0, k), np.nan)
+    out = _exact_chunks(ex, lambda e: _ulp_chunk(e.values, fmt))
     return float(out) if ex.scalar else out
+
+
+def _ulp_chunk(v, fmt: Format):
+    if fmt.kind == "int":
+        return np.where(np.isfinite(v), 1.0, np.nan)
+    _, e = np.frexp(np.abs(v))
+    k = np.maximum(np.where(v == 0, fmt.emin, e - 1), fmt.emin) - fmt.mbits
+    return np.where(np.isfinite(v), np.ldexp(1.0, k), np.nan)
 
 
 def values(fmt) -> np.ndarray:

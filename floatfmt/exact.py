@@ -36,6 +36,9 @@ class Exact:
     scalar: bool  # the input was a scalar
     src: Format  # the input's own format (fp64 for Python numbers and integers)
     float_dtype: np.dtype | None  # the input's float dtype, if it had one
+    # int64 remainder in 2**-54 float64 ulps, rounded to odd (``round_values``' resid),
+    # or None when every value is exact: what stochastic rounding needs beyond the class
+    resid: np.ndarray | None = None
 
 
 def floor_log2(a: Fraction | int) -> int:
@@ -67,6 +70,34 @@ def _fraction_rz(fr: Fraction) -> tuple[float, int]:
     twice = 2 * rem
     cls = 0 if rem == 0 else 1 if twice < den else 2 if twice == den else 3
     return (-hi if neg else hi), cls
+
+
+def _resid(fr: Fraction, t: float) -> int:
+    """``resid`` of the exact rational fr truncated toward zero to the float64 t:
+    2**54 * (|fr| - |t|) / ulp(t), rounded to odd (see ``rounding.round_values``)."""
+    if not math.isfinite(t):
+        return 3 << 52  # a finite value past the float64 range: class 3
+    rem = abs(fr) - abs(Fraction(t))
+    if rem == 0:
+        return 0
+    u = Fraction(math.ulp(t))
+    q, r = divmod(rem.numerator * u.denominator << 54, rem.denominator * u.numerator)
+    return q | (r != 0)
+
+
+def _resid_of(v, t: float, wrap_bits=None) -> int:
+    """``resid`` of the input scalar v (as ``_scalar`` reads it) truncated to t."""
+    if isinstance(v, (str, np.str_)):
+        v = _parse_string(str(v))
+    if isinstance(v, Decimal) and v.is_finite() and not v.is_zero() and v.adjusted() < -399:
+        return 1  # far below 2**-1074: a sliver of the smallest subnormal's ulp
+    if not math.isfinite(t):
+        return 3 << 52
+    fr = to_fraction(v)
+    if wrap_bits is not None and not isinstance(v, float):
+        red = abs(fr) % (1 << wrap_bits)
+        fr = -red if fr < 0 else red
+    return _resid(fr, t)
 
 
 def to_fraction(obj) -> Fraction:
@@ -155,11 +186,19 @@ def _scalar(v, wrap_bits=None) -> tuple[float, int]:
 
 
 def _objects(arr: np.ndarray, wrap_bits=None):
+    """(values, sticky, resid) of an object / string array, element by element."""
     vals = np.empty(arr.shape, np.float64)
     sticky = np.zeros(arr.shape, np.uint8)
+    resid = None
     for idx, v in np.ndenumerate(arr):
         vals[idx], sticky[idx] = _scalar(v, wrap_bits)
-    return vals, (sticky if sticky.any() else None)
+        if sticky[idx]:
+            if resid is None:
+                resid = np.zeros(arr.shape, np.int64)
+            resid[idx] = _resid_of(v, vals[idx], wrap_bits)
+    if resid is None:
+        return vals, None, None
+    return vals, sticky, resid
 
 
 def _from_torch(t):
@@ -212,7 +251,10 @@ def to_exact(x, wrap_bits=None) -> Exact:
         # Array-likes (floatfmt.FPArray, pandas, xarray ...): their exact values.
         return _exact_array(np.asarray(x), False, fp64, wrap_bits)
     hi, st = _scalar(x, wrap_bits)
-    return Exact(np.asarray(hi, np.float64), np.asarray(st, np.uint8) if st else None, True, fp64, None)
+    if not st:
+        return Exact(np.asarray(hi, np.float64), None, True, fp64, None)
+    return Exact(np.asarray(hi, np.float64), np.asarray(st, np.uint8), True, fp64, None,
+                 np.asarray(_resid_of(x, hi, wrap_bits), np.int64))
 
 
 def _exact_array(arr: np.ndarray, scalar: bool, fp64: Format, wrap_bits=None) -> Exact:
@@ -233,16 +275,16 @@ def _exact_array(arr: np.ndarray, scalar: bool, fp64: Format, wrap_bits=None) ->
     if kind in "iu":
         if arr.size == 0 or int(np.max(np.abs(arr.astype(np.float64)))) <= _TWO53:
             return Exact(arr.astype(np.float64), None, scalar, fp64, None)
-        vals, sticky = _objects(arr.astype(object), wrap_bits)
-        return Exact(vals, sticky, scalar, fp64, None)
+        vals, sticky, resid = _objects(arr.astype(object), wrap_bits)
+        return Exact(vals, sticky, scalar, fp64, None, resid)
     if kind == "f":  # long double
-        vals, sticky = _objects(arr.astype(object))
-        return Exact(vals, sticky, scalar, fp64, None)
+        vals, sticky, resid = _objects(arr.astype(object))
+        return Exact(vals, sticky, scalar, fp64, None, resid)
     if kind in "OUS":
         if kind == "S":
             arr = arr.astype(str)
-        vals, sticky = _objects(arr, wrap_bits)
-        return Exact(vals, sticky, scalar, fp64, None)
+        vals, sticky, resid = _objects(arr, wrap_bits)
+        return Exact(vals, sticky, scalar, fp64, None, resid)
     raise TypeError(f"unsupported array dtype {arr.dtype}")
 
 

@@ -69,9 +69,19 @@ class _Ctx:
     rounding: str
     overflow: object
 
+    @property
+    def fine(self) -> bool:
+        """Whether exact results must carry their remainder (``resid``), not only its class:
+        stochastic rounding needs it (see ``floatfmt.eft.to_sticky``)."""
+        return self.mode == "stochastic"
+
     def round(self, t, cls=None, out=None):
+        """Round exact values t; ``cls`` is a uint8 remainder class or an int64 resid."""
+        resid = None
+        if cls is not None and np.asarray(cls).dtype == np.int64:
+            cls, resid = None, cls
         return round_values(t, self.fmt, self.mode, self.policy, ftz=self.ftz, rng=self.rng,
-                            sr_bits=self.sr_bits, sticky=cls, out=out)
+                            sr_bits=self.sr_bits, sticky=cls, resid=resid, out=out)
 
 
 def _ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits=None) -> _Ctx:
@@ -95,6 +105,8 @@ def _in_format(v: np.ndarray, fmt: Format) -> bool:
     values below the normal range on the subnormal grid."""
     if fmt.kind != "float" or fmt.mbits >= 52 or not fmt.signed or not fmt.zero:
         return False
+    if v.size == 0:
+        return True  # nothing to cast (and the reductions below have no identity)
     u = v.view(np.uint64)
     m = np.bitwise_and(u, _ABS)
     if m.max() > np.float64(fmt.max).view(np.uint64):
@@ -383,7 +395,7 @@ def _broadcast(opname, *arrays):
 
 def _add_values(x, y, ctx, opname):
     x, y = _broadcast(opname, x, y)
-    t, cls = eft.exact_sum(x, y)
+    t, cls = eft.exact_sum(x, y, ctx.fine)
     _check_invalid(t, ctx, opname)
     if ctx.mode == "down":  # numpy already gives IEEE zero signs in the other modes
         t = _zero_signs(t, cls, x, y, ctx.mode)
@@ -419,7 +431,7 @@ def _mul_impl(ctx, a, b):
 
 def _mul_values(x, y, ctx):
     x, y = _broadcast("mul", x, y)
-    t, cls = eft.exact_product(x, y, eft.product_is_exact(ctx.fmt))
+    t, cls = eft.exact_product(x, y, eft.product_is_exact(ctx.fmt), ctx.fine)
     _check_invalid(t, ctx, "mul")
     return ctx.round(t, cls)
 
@@ -443,7 +455,7 @@ def div(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
 def _div_impl(ctx, a, b):
     (x, sx), (y, sy) = _operand(a, ctx), _operand(b, ctx)
     x, y = _broadcast("div", x, y)
-    t, cls = eft.exact_quotient(x, y)
+    t, cls = eft.exact_quotient(x, y, ctx.fine)
     _check_invalid(t, ctx, "div")
     return ctx.round(t, cls), sx and sy
 
@@ -462,7 +474,7 @@ def sqrt(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
 
 def _sqrt_impl(ctx, a):
     x, sx = _operand(a, ctx)
-    t, cls = eft.exact_sqrt(x)
+    t, cls = eft.exact_sqrt(x, ctx.fine, eft.resid_slack(ctx.fmt) if ctx.fine else 0)
     _check_invalid(t, ctx, "sqrt")
     return ctx.round(t, cls), sx
 
@@ -487,7 +499,7 @@ def _fma_impl(ctx, a, b, c):
 def _fma_values(x, y, z, ctx):
     x, y, z = _broadcast("fma", x, y, z)
     narrow = eft.product_is_exact(ctx.fmt)
-    t, cls = eft.exact_fma(x, y, z, narrow)
+    t, cls = eft.exact_fma(x, y, z, narrow, ctx.fine)
     _check_invalid(t, ctx, "fma")
     if (ctx.mode == "down" or not narrow) and (t == 0).any():
         # stand-in for the exact product: a signed zero where it is zero, else 1

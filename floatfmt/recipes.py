@@ -136,10 +136,11 @@ def _operands(x, w, r: BlockFP8Recipe):
     if x.shape[1] != w.shape[0]:
         raise ValueError(f"recipe_matmul: shapes {x.shape} and {w.shape} do not align (K differs)")
     K, N = w.shape
-    qa = quantize(x, r.fmt, granularity="group", group_size=min(r.act_group, K), axis=-1,
+    qa = quantize(x, r.fmt, granularity="group", group_size=max(min(r.act_group, K), 1), axis=-1,
                   pow2_scale=r.pow2_scale)
     qw = quantize(w, r.fmt, granularity="block",
-                  block=(min(r.weight_block[0], K), min(r.weight_block[1], N)), pow2_scale=r.pow2_scale)
+                  block=(max(min(r.weight_block[0], K), 1), max(min(r.weight_block[1], N), 1)),
+                  pow2_scale=r.pow2_scale)
     return qa, qw
 
 

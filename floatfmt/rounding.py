@@ -48,7 +48,7 @@ from ._xp import NUMPY, is_tensor, namespace
 from .formats import Format
 
 __all__ = ["MODES", "OVERFLOWS", "resolve_mode", "resolve_overflow", "make_rng", "round_values",
-           "Decision", "decide"]
+           "Decision", "decide", "resid_class"]
 
 MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic")
 _MODE_ALIASES = {
@@ -132,13 +132,15 @@ def _odd(t, xp=NUMPY):
     return xp.floor(h) != h
 
 
-def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, xp=NUMPY):
+def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, xp=NUMPY):
     """Boolean mask: move |t| one step away from zero (magnitude formulation).
 
     ``f = |y - t|`` is the exact fraction of a quantum held by the float64 part;
     ``sticky`` (remainder class of the float64's own ulp, 0..3) adds what lies
     below it.  Where ``fine``, the quantum *is* that ulp, so class 2 is a tie
     and class 3 is past it; elsewhere the remainder only makes f inexact.
+    Stochastic rounding needs the remainder itself: ``resid`` (see
+    ``round_values``) with ``shift`` = log2(quantum / the float64's ulp).
     """
     f = xp.abs(y - t)
     if sticky is None:
@@ -148,8 +150,6 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, xp=NUMPY):
         gt = (f > 0.5) | ((f == 0.5) & nz) | (fine & (sticky == 3))
         eq = ((f == 0.5) & ~nz) | (fine & (sticky == 2))
         inexact = (f > 0) | nz
-        if mode == "stochastic":
-            f = f + xp.where(fine, xp.tofloat(sticky) * 0.25, 0.0)
     if mode == "nearest_away":
         return gt | eq
     if mode == "nearest_even":
@@ -163,13 +163,50 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, xp=NUMPY):
     if mode == "odd":
         return inexact & ~_odd(t, xp)
     if mode == "stochastic":
-        if sr_bits is None:
-            return rand < f
-        return rand < xp.floor(f * float(1 << sr_bits))
+        if resid is None:
+            if sr_bits is None:
+                return rand < f
+            return rand < xp.floor(f * float(1 << sr_bits))
+        return rand < _sr_threshold(f, resid, shift, sr_bits)
     raise AssertionError(mode)
 
 
-def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, xp=NUMPY):
+def _sr_threshold(f, resid, shift, sr_bits):
+    """The stochastic-rounding threshold of the exact fraction p = f + rho * 2**-shift
+    (numpy arrays: only the numpy path carries a remainder ``resid``).
+
+    ``f`` is the float64 part's fraction of a quantum (a multiple of 2**-shift),
+    ``rho = resid / 2**54`` the rest in units of the float64's ulp (``resid``
+    rounded to odd: an odd value only says rho lies strictly between its even
+    neighbours), ``shift >= 0``.  Returned as a float64 array T with:
+
+    * 53 random bits (u = k / 2**53): away iff u < T, T = ceil(p 2**53) / 2**53,
+      so that P(away) = ceil(p 2**53) / 2**53 (= p whenever p has at most 53
+      fraction bits, as the rule ``P = p`` demands of 53 random bits);
+    * ``sr_bits = N`` (an integer r in [0, 2**N)): away iff r < T = floor(p 2**N).
+
+    Both are exact integer computations: f 2**53 (or f 2**N) is an integer
+    wherever the remainder can add to it (shift <= 53, resp. <= N), and the
+    ceiling / floor of rho 2**(53 - shift) (resp. 2**(N - shift)) is read off
+    resid with one shift, because no multiple of 2**(shift + 1) (an even number)
+    lies strictly between the even neighbours of an odd resid.
+    """
+    R = np.asarray(resid, np.int64)
+    sh = np.asarray(shift, np.int64)
+    if sr_bits is None:
+        # ceil(rho 2**(53 - shift)) = ceil(R / 2**(shift + 1)); 1 for any R > 0 once
+        # 2**(shift + 1) > R (shift >= 54)
+        d = np.minimum(sh + 1, 56)
+        c = ((R + (np.int64(1) << d) - 1) >> d).astype(np.float64)
+        base = np.floor(f * 2.0 ** 53)
+        k = np.where(R == 0, np.ceil(f * 2.0 ** 53), base + c)
+        return k * 2.0 ** -53
+    n = int(sr_bits)
+    d = np.minimum(54 - n + sh, 63)  # floor(rho 2**(n - shift)) = R >> (54 - n + shift)
+    return np.floor(f * float(1 << n)) + (R >> d).astype(np.float64)
+
+
+def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY):
     """Round x (float64, any sign) with an unbounded exponent range."""
     k = q = None
     if fmt.kind == "float":
@@ -190,7 +227,18 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, xp=NUMPY):
         rand = None
         if mode == "stochastic":
             rand = (xp.uniform(rng, y) if sr_bits is None else xp.randint(rng, 1 << sr_bits, y))
-        away = _away(mode, y, t, sticky, fine, rand, sr_bits, xp.signbit(x), xp)
+        shift = None
+        if mode == "stochastic" and resid is not None:  # numpy only (tensors carry no resid)
+            # log2(quantum / x's float64 ulp), >= 0 for every format of at most 53 bits
+            own = np.maximum((x.view(np.int64) >> 52) & 0x7FF, 1) - 1075
+            if fmt.kind != "float":
+                kq = 0
+            elif k is None:
+                kq = ((q.view(np.int64) >> 52) & 0x7FF) - 1023
+            else:
+                kq = k
+            shift = np.maximum(kq - own, 0)
+        away = _away(mode, y, t, sticky, fine, rand, sr_bits, xp.signbit(x), resid, shift, xp)
         n = t + xp.copysign(away, x)
     if q is not None:
         n = n * q
@@ -234,8 +282,15 @@ def _int_finish(r, fmt, policy, xp=NUMPY):
     return r + 0.0  # -0 -> +0 (integers have one zero)
 
 
+def resid_class(resid):
+    """The remainder class (0 none, 1 below half, 2 half, 3 above half) of a ``resid`` array."""
+    R = np.asarray(resid, np.int64)
+    half = np.int64(1 << 53)
+    return np.where(R == 0, 0, np.where(R < half, 1, np.where(R == half, 2, 3))).astype(np.uint8)
+
+
 def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False,
-                 daz_below=None, rng=None, sr_bits=None, sticky=None, out=None):
+                 daz_below=None, rng=None, sr_bits=None, sticky=None, resid=None, out=None):
     """Round exact values to ``fmt``; the one routine every other function calls.
 
     Parameters
@@ -252,7 +307,20 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
         beyond ``x`` in units of x's float64 ulp: 0 none, 1 below half, 2 half,
         3 above half (x is the exact value truncated toward zero).  A sticky
         +-Inf stands for a finite value beyond the float64 range.
+    resid : optional int64 array, the same remainder in finer units: 2**54 times
+        (exact - x) / (x's float64 ulp), in magnitude, rounded to odd (so an even
+        value is exact and an odd one lies strictly between its even
+        neighbours).  It carries the class (``resid_class``; ``sticky`` is then
+        not needed) and what stochastic rounding needs: the probability of
+        rounding away from zero is then the exact rule below for every format,
+        fp64 included.  Stochastic rounding of inexact values (``sticky``
+        nonzero) requires it; the other modes need only the class.
     out : optional float64 array of x's shape for the result (may be x itself).
+
+    Stochastic rounding moves away from zero with probability p = (distance
+    from the value toward zero to the exact value) / quantum, realised with 53
+    random bits as P = ceil(p 2**53) / 2**53 (p itself when it has at most 53
+    fraction bits), or with ``sr_bits = N`` as P = floor(p 2**N) / 2**N.
 
     Returns a float64 array of values of ``fmt`` (NaN where the result is NaN,
     also for formats that cannot encode NaN).
@@ -261,6 +329,8 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
     few chunk-sized buffers whatever the size of x.
     """
     if is_tensor(x):
+        if resid is not None:
+            raise TypeError("round_values on a tensor takes no resid= (tensors carry no remainder)")
         return _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
     x = np.asarray(x, dtype=np.float64)
     policy = resolve_overflow(overflow, fmt)
@@ -270,10 +340,19 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
         raise ValueError(f"sr_bits must be an integer in 1..52, not {sr_bits!r}")
     shape = x.shape
     xf = x.reshape(-1)
+    rf = None
+    if resid is not None:
+        rf = np.broadcast_to(np.asarray(resid, np.int64), shape).reshape(-1)
+        sticky = resid_class(rf)
+        if mode != "stochastic":
+            rf = None
     sf = None if sticky is None else np.asarray(sticky, np.uint8).reshape(-1)
+    if mode == "stochastic" and sf is not None and rf is None and sf.any():
+        raise ValueError("stochastic rounding of a value that float64 does not hold needs its "
+                         "remainder (resid=), not only its class (sticky=)")
     res = np.empty(xf.shape, np.float64) if out is None else out.reshape(-1)
     with np.errstate(all="ignore"):
-        _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits)
+        _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf)
     return res.reshape(shape)
 
 
@@ -301,9 +380,9 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
         rng = xp.generator(rng, x)
     x = x.detach()
     if daz_below is not None:
-        x, _ = _daz(x, None, daz_below, xp)
+        x, _, _ = _daz(x, None, None, daz_below, xp)
     if x.device.type != "cpu" or x.numel() <= _TORCH_CHUNK:
-        return _general_chunk(x, sticky, fmt, mode, policy, ftz, rng, sr_bits, xp)
+        return _general_chunk(x, sticky, fmt, mode, policy, ftz, rng, sr_bits, None, xp)
     # CPU: cache-sized chunks (the general path makes a dozen temporaries per call)
     xf = x.reshape(-1)
     sf = None if sticky is None else sticky.reshape(-1)
@@ -311,7 +390,7 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
     for i in range(0, xf.numel(), _TORCH_CHUNK):
         j = i + _TORCH_CHUNK
         out[i:j] = _general_chunk(xf[i:j], None if sf is None else sf[i:j], fmt, mode, policy,
-                                  ftz, rng, sr_bits, xp)
+                                  ftz, rng, sr_bits, None, xp)
     return out.reshape(x.shape)
 
 
@@ -319,7 +398,7 @@ _TORCH_CHUNK = 1 << 18
 
 
 # ------------------------------------------------------------------------- the chunk loop
-def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
+def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf=None):
     plan = _plan(fmt, mode, policy, sr_bits)
     n = xf.size
     bufs = _buffers() if plan is not None else None
@@ -328,10 +407,11 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
         j = min(i + _CHUNK, n)
         xc, o = xf[i:j], res[i:j]
         sc = None if sf is None else sf[i:j]
+        rc = None if rf is None else rf[i:j]
         if daz_below is not None:
-            xc, sc = _daz(xc, sc, daz_below)
+            xc, sc, rc = _daz(xc, sc, rc, daz_below)
         if sc is not None and not sc.any():
-            sc = None
+            sc = rc = None
         if plan is not None and (sc is None or _sticky_ok(xc, plan)):
             if alias:  # out is x: keep the chunk's input while o is overwritten
                 np.copyto(bufs.x[:j - i], xc)
@@ -340,23 +420,25 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
                 if ftz:
                     _flush(o, fmt)
                 continue
-        o[...] = _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits)
+        o[...] = _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc)
 
 
-def _daz(xc, sc, daz_below, xp=NUMPY):
+def _daz(xc, sc, rc, daz_below, xp=NUMPY):
     """Inputs with ``|x| < daz_below`` replaced by zero of their sign (sticky cleared)."""
     tiny = xp.abs(xc) < daz_below
     if xp.any(tiny):
         xc = xp.where(tiny, xp.signed(0.0, xc), xc)
         if sc is not None:
             sc = np.where(tiny, 0, sc).astype(np.uint8)
-    return xc, sc
+        if rc is not None:
+            rc = np.where(tiny, 0, rc)
+    return xc, sc, rc
 
 
-def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, xp=NUMPY):
+def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc=None, xp=NUMPY):
     """Any format, any input (sticky included): the reference implementation, written
     once for every array namespace ``xp`` (numpy arrays, torch tensors)."""
-    r = _round_chunk(xc, fmt, mode, sc, rng, sr_bits, xp)
+    r = _round_chunk(xc, fmt, mode, sc, rng, sr_bits, rc, xp)
     if fmt.kind == "int":
         return _int_finish(r, fmt, policy, xp)
     r = _overflow(r, xc, mode, policy, sc, fmt.max, xp)
@@ -797,11 +879,11 @@ def _side_of_midpoint(x: float, sticky: int, mid: Fraction) -> int:
 
 
 def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz_below=None,
-           rng=None, sr_bits=None, sticky=0, stored=None) -> Decision:
+           rng=None, sr_bits=None, sticky=0, resid=None, stored=None) -> Decision:
     """Round one value as ``round_values`` does and report how (a ``Decision``).
 
-    ``x`` is one float64 value and ``sticky`` its remainder class, exactly as
-    ``round_values`` takes them (``cast`` prepares them from any input); the
+    ``x`` is one float64 value, ``sticky`` its remainder class and ``resid``
+    (optional) the finer remainder, exactly as ``round_values`` takes them (``cast`` prepares them from any input); the
     other arguments are those of ``round_values`` (canonical mode and policy).
     The stored value is ``round_values``' own result, so it equals ``cast`` for
     the same arguments (a stochastic draw included, given the same ``rng``).
@@ -826,7 +908,8 @@ def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz
     st = None if sticky == 0 else np.array([sticky], np.uint8)
     if stored is None:
         value = float(round_values(np.array([x]), fmt, mode, policy, ftz=ftz, daz_below=daz_below,
-                                   rng=rng, sr_bits=sr_bits, sticky=st)[0])
+                                   rng=rng, sr_bits=sr_bits, sticky=st,
+                                   resid=None if resid is None else np.array([resid], np.int64))[0])
     else:
         value = float(stored)
     base = dict(value=value, input=x, sticky=sticky)
@@ -834,7 +917,7 @@ def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz
         return Decision(special="nan", **base)
     daz = False
     if daz_below is not None:
-        xd, sd = _daz(np.array([x]), st, daz_below)
+        xd, sd, _ = _daz(np.array([x]), st, None, daz_below)
         # (a zero with a sticky part, e.g. the decimal 1e-400, is a tiny value: flushed too)
         daz = bool(abs(x) < daz_below and (x != 0 or sticky != 0))
         if daz:

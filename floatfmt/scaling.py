@@ -38,7 +38,7 @@ import numpy as np
 from .cast import cast
 from .codec import values_to_codes
 from .eft import exact_product, exact_quotient
-from .exact import _fraction_rz, to_exact, to_fraction
+from .exact import _fraction_rz, _resid, to_exact, to_fraction
 from .formats import Format, get_format
 from .rounding import make_rng, resolve_mode, round_values
 
@@ -89,10 +89,19 @@ def _choice(kind, value, valid):
 # ---------------------------------------------------------------------------------------------
 # exact quotients and products, handed to the rounding routine with their remainder class
 
-def _exact_product(a, b):
-    """(truncated float64, remainder class or None) of the exact products ``a * b``."""
-    t, cls = exact_product(a, b)
+def _exact_product(a, b, fine=False):
+    """(truncated float64, remainder class or None) of the exact products ``a * b``
+    (``fine``: the int64 remainder itself, which stochastic rounding needs)."""
+    t, cls = exact_product(a, b, fine=fine)
     return t, (cls if cls is not None and cls.any() else None)
+
+
+def _rem(st):
+    """round_values keyword for a remainder from this module: an int64 array is a
+    ``resid`` (stochastic rounding), a uint8 one a class."""
+    if st is not None and st.dtype == np.int64:
+        return {"resid": st}
+    return {"sticky": st}
 
 
 def _sig_bits_at_most(s, bits):
@@ -102,8 +111,10 @@ def _sig_bits_at_most(s, bits):
     return bool(np.all(np.ldexp(m, bits) == np.trunc(np.ldexp(m, bits))))
 
 
-def _exact_quotient(v, exact, s, narrow, target: Format):
-    """(truncated float64, remainder class or None) of the exact quotients ``v / s``.
+def _exact_quotient(v, exact, s, narrow, target: Format, fine=False):
+    """(truncated float64, remainder class or None) of the exact quotients ``v / s``
+    (``fine``: the int64 remainder itself instead of its class, for stochastic
+    rounding, which also rules out the shortcut for narrow inputs).
 
     ``s > 0``.  Cases, cheapest first:
 
@@ -123,18 +134,21 @@ def _exact_quotient(v, exact, s, narrow, target: Format):
     with np.errstate(all="ignore"):
         d = v / s
     if exact is not None:
-        vals, cls = np.array(d, np.float64), np.zeros(d.shape, np.uint8)
+        vals, cls = np.array(d, np.float64), np.zeros(d.shape, np.int64 if fine else np.uint8)
         fb, sb, vb = np.broadcast_arrays(exact, s, v)
         for i in np.ndindex(d.shape):
             if math.isfinite(vb[i]) and math.isfinite(sb[i]):
-                vals[i], cls[i] = _fraction_rz(to_fraction(fb[i]) / Fraction(float(sb[i])))
+                fr = to_fraction(fb[i]) / Fraction(float(sb[i]))
+                vals[i], cls[i] = _fraction_rz(fr)
+                if fine and cls[i]:
+                    cls[i] = _resid(fr, vals[i])
         return vals, (cls if cls.any() else None)
     m, _ = np.frexp(s)
     if np.all((m == 0.5) | ~np.isfinite(s)):
         return d, None
-    if narrow and target.precision_bits <= 20 and _sig_bits_at_most(s, 30):
+    if narrow and not fine and target.precision_bits <= 20 and _sig_bits_at_most(s, 30):
         return d, None
-    t, cls = exact_quotient(v, s)
+    t, cls = exact_quotient(v, s, fine=fine)
     return t, (cls if cls is not None and cls.any() else None)
 
 
@@ -610,9 +624,9 @@ def _quantize_mx(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
         st = None if st_rows is None else st_rows[i:i + _CHUNK_ROWS]
         qi = q[i:i + _CHUNK_ROWS]
         if not fake and not shift:
-            round_values(y, elem, mode, "saturate", rng=rng, sticky=st, out=qi)
+            round_values(y, elem, mode, "saturate", rng=rng, **_rem(st), out=qi)
         else:
-            r = round_values(y, elem, mode, "saturate", rng=rng, sticky=st, out=rbuf[:nb])
+            r = round_values(y, elem, mode, "saturate", rng=rng, **_rem(st), out=rbuf[:nb])
             if not fake:
                 np.multiply(r, 2.0 ** -shift, out=qi)
             elif out_dtype == np.float32:
@@ -677,8 +691,9 @@ def _quantize_nvfp4(v, frac, narrow, axis, mode, rng, tensor_scale=None):
     denom = bscale * ts  # E4M3 (4 bits) * fp32 (24 bits): exact
     zero = denom == 0
     frows = None if frac is None else _blocks(frac, axis, _NV_BLOCK)[0]
-    yq, yst = _exact_quotient(rows, frows, np.where(zero, 1.0, denom)[:, None], narrow, elem)
-    q = round_values(yq, elem, mode, "saturate", rng=rng, sticky=yst)
+    yq, yst = _exact_quotient(rows, frows, np.where(zero, 1.0, denom)[:, None], narrow, elem,
+                              mode == "stochastic")
+    q = round_values(yq, elem, mode, "saturate", rng=rng, **_rem(yst))
     q[zero] = 0.0
     return QuantizedTensor(
         elements=_unblock(q, meta, axis, _NV_BLOCK), scale=_scale_layout(bscale, meta, axis),
@@ -701,9 +716,13 @@ def _ranges(v, granularity, axis, calibration, percentile, symmetric):
     red = _reduce_axes(v.ndim, axis, granularity)
     kd = granularity == "channel"
     fin = np.where(np.isfinite(v), v, 0.0) if not np.isfinite(v).all() else v
+    if calibration == "percentile" and not (isinstance(percentile, (int, float))
+                                            and 0 < percentile <= 100):
+        raise ValueError(f"percentile must be in (0, 100], not {percentile!r}")
+    if fin.size == 0:  # no elements: the range of nothing is [0, 0], as for all zeros
+        zero = np.sum(fin, axis=red, keepdims=kd)  # +0 in the layout of the result
+        return zero, zero
     if calibration == "percentile":
-        if not (isinstance(percentile, (int, float)) and 0 < percentile <= 100):
-            raise ValueError(f"percentile must be in (0, 100], not {percentile!r}")
         if symmetric:
             hi = np.percentile(np.abs(fin), percentile, axis=red, keepdims=kd)
             return -hi, hi
@@ -755,9 +774,10 @@ def _fp32_scale(raw, pow2):
 
 
 def _round_int(v, frac, narrow, scale, zp, qmin, qmax, mode, rng):
-    yq, yst = _exact_quotient(v, frac, scale, narrow, _ROUND_INT)
+    yq, yst = _exact_quotient(v, frac, scale, narrow, _ROUND_INT, mode == "stochastic")
     own = isinstance(yq, np.ndarray) and yq is not v and yq.flags.writeable  # a fresh quotient
-    n = round_values(yq, _ROUND_INT, mode, "saturate", rng=rng, sticky=yst, out=yq if own else None)
+    n = round_values(yq, _ROUND_INT, mode, "saturate", rng=rng, **_rem(yst),
+                     out=yq if own else None)
     if np.any(zp):
         if np.broadcast_shapes(np.shape(zp), n.shape) == n.shape:
             n += zp
@@ -770,10 +790,11 @@ def _round_int(v, frac, narrow, scale, zp, qmin, qmax, mode, rng):
 
 
 def _round_float(v, frac, sticky, narrow, scale, elem, mode, overflow, rng):
-    if np.ndim(scale) == 0 and float(scale) == 1.0:
-        return round_values(v, elem, mode, overflow, rng=rng, sticky=sticky)
-    yq, yst = _exact_quotient(v, frac, scale, narrow, elem)
-    return round_values(yq, elem, mode, overflow, rng=rng, sticky=yst)
+    class_only = mode == "stochastic" and sticky is not None and sticky.dtype != np.int64
+    if np.ndim(scale) == 0 and float(scale) == 1.0 and not (class_only and frac is not None):
+        return round_values(v, elem, mode, overflow, rng=rng, **_rem(sticky))
+    yq, yst = _exact_quotient(v, frac, scale, narrow, elem, mode == "stochastic")
+    return round_values(yq, elem, mode, overflow, rng=rng, **_rem(yst))
 
 
 def _mse_search(v, fmt, granularity, axis, symmetric, narrow_range, pow2, narrow, mode, rng,
@@ -781,6 +802,8 @@ def _mse_search(v, fmt, granularity, axis, symmetric, narrow_range, pow2, narrow
     """Clip range minimising the mean squared error of fake quantisation: try
     ``amax * t`` for ``grid`` values of t in [0.2, 1] (per channel independently)."""
     lo0, hi0 = _ranges(v, granularity, axis, "max", None, symmetric)
+    if v.size == 0:
+        return lo0, hi0  # no elements, no error to minimise: the range of nothing, [0, 0]
     red = _reduce_axes(v.ndim, axis, granularity)
     best_err = best_lo = best_hi = None
     for t in np.linspace(0.2, 1.0, grid):
@@ -841,7 +864,7 @@ def _tile_shape(shape, granularity, group_size, block, axis):
             raise TypeError(f"group_size must be an integer, not {type(group_size).__name__}")
         ax = _norm_axis(-1 if axis is None else axis, ndim, "group-wise quantisation")
         n = shape[ax]
-        if not 0 < group_size <= n:
+        if not (0 < group_size and (group_size <= n or n == 0)):  # an empty axis has no groups
             raise ValueError(f"group_size={group_size} is not a group of axis {ax} ({n} elements); "
                              f"valid: 1..{n}")
         tile = [1] * ndim
@@ -861,7 +884,8 @@ def _tile_shape(shape, granularity, group_size, block, axis):
     if ndim < 2:
         raise ValueError(f"granularity='block' needs an array of at least 2 dimensions, not {ndim}")
     rows, cols = shape[-2:]
-    if not (0 < block[0] <= rows and 0 < block[1] <= cols):
+    # a zero-length axis has no blocks, so any positive size fits it
+    if not all(0 < b and (b <= d or d == 0) for b, d in zip(block, (rows, cols))):
         raise ValueError(f"block={tuple(int(b) for b in block)} does not fit the last two dimensions "
                          f"({rows}, {cols}); valid: 1..{rows} rows, 1..{cols} columns")
     return (1,) * (ndim - 2) + (int(block[0]), int(block[1])), None
@@ -1016,7 +1040,7 @@ def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentil
             v, st = x, None  # blocks are converted to float64 chunk by chunk
         else:
             ex = to_exact(x)
-            v, st = ex.values, ex.sticky
+            v, st = ex.values, (ex.resid if mode == "stochastic" else ex.sticky)
         ax = _norm_axis(-1 if axis is None else axis, v.ndim, "MX quantisation")
         return _quantize_mx(v, st, f, ax, sr, mode, rng, fake=fake)
     if (fake and kind == "int" and isinstance(x, np.ndarray) and x.dtype == np.float32
@@ -1097,7 +1121,8 @@ def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentil
     else:
         sc = _given(scale, "scale", v, ax)
     ov = overflow if overflow is not None else None
-    r = _round_float(v, frac, ex.sticky, narrow, sc, f, mode, ov, rng)
+    r = _round_float(v, frac, ex.resid if mode == "stochastic" else ex.sticky, narrow, sc, f,
+                     mode, ov, rng)
     return QuantizedTensor(r, sc, 0, f.name, f, granularity, ax, scheme=scheme)
 
 
@@ -1284,8 +1309,9 @@ def int_matmul(qa: QuantizedTensor, qb: QuantizedTensor, out_scale=None, out_zer
         so = _given(out_scale, "out_scale", exact, None)
         mq, mst = _exact_quotient(np.asarray(acc_scale, np.float64), None, so, False, _FP32)
         m = round_values(mq, _FP32, sticky=mst)
-        p, pst = _exact_product(acc.astype(np.float64), m)
-        n = round_values(p, _WIDE_INT, resolve_mode(rounding), "saturate", sticky=pst)
+        rmode = resolve_mode(rounding)
+        p, pst = _exact_product(acc.astype(np.float64), m, rmode == "stochastic")
+        n = round_values(p, _WIDE_INT, rmode, "saturate", **_rem(pst))
         qmin, qmax = (int(of.min), int(of.max)) if of.signed else (0, (1 << of.bits) - 1)
         n = np.clip(n + out_zero_point, qmin, qmax)
         res.out = QuantizedTensor(n, so, int(out_zero_point), of.name, of, "tensor", None,
@@ -1309,6 +1335,16 @@ class DelayedScaling:
     ``amax_ref`` is the window's maximum (``algo="max"``) or its newest entry
     (``"most_recent"``).  Forward tensors use ``fwd_format`` (E4M3), gradients
     ``bwd_format`` (E5M2): TE's HYBRID format.  (TE's default window is 1024 steps.)
+
+    Non-finite and empty tensors follow TE's amax kernel and its
+    ``amax_and_scale_update``: ``amax(x)`` is the largest ``|x|`` over the elements
+    that are not NaN (NaN elements are skipped, as ``fmaxf`` skips them; an Inf makes
+    amax Inf; a tensor with no elements, or only NaN, has amax 0).  That amax enters
+    the window as it is, Inf included.  ``update`` keeps the previous scale whenever
+    ``amax_ref`` is not a finite positive number: after an Inf, for as long as the
+    Inf stays in the window under ``"max"`` (``history_len`` updates), and for one
+    update under ``"most_recent"``; after an all-zero or empty step while the
+    reference is 0.
 
     >>> ds = DelayedScaling(history_len=4)
     >>> q = ds.quantize("w", [1.0, -2.0, 896.0])   # scale 1: 896 saturates to 448
@@ -1353,8 +1389,7 @@ class DelayedScaling:
         fmt = self.formats[role]
         s = self.scale(name)
         v = np.asarray(to_exact(x).values)
-        fin = v[np.isfinite(v)]
-        amax = float(np.max(np.abs(fin))) if fin.size else 0.0
+        amax = float(np.fmax.reduce(np.abs(v), axis=None, initial=0.0))  # NaN skipped, Inf kept
         self._pending[name] = max(self._pending.get(name, 0.0), amax)
         q = quantize(x, fmt, scale=s, rounding=rounding, rng=rng)
         self.clip_fraction[name] = float(np.mean(np.abs(v) > fmt.max * s)) if v.size else 0.0
@@ -1367,7 +1402,7 @@ class DelayedScaling:
             h.append(amax)
             del h[:-self.history_len]
             ref = max(h) if self.algo == "max" else h[-1]
-            if ref > 0 and math.isfinite(ref):
+            if ref > 0 and math.isfinite(ref):  # else the previous scale stays (as TE)
                 fmt = self.formats[self._role[name]]
                 self._scale[name] = float(_fp32_scale(ref * 2.0 ** self.margin / fmt.max,
                                                       self.pow2_scale))
