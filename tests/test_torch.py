@@ -383,3 +383,14 @@ def test_readme_torch_example_runs():
     scope: dict = {}
     exec(code, scope)
     assert scope["w8"].dtype == torch.float32 and scope["wq"].requires_grad
+
+
+def test_empty_tensors():
+    for shape in ((0,), (3, 0)):
+        x = torch.empty(shape, dtype=torch.float32)
+        assert ff.cast(x, "bf16").shape == shape and ff.cast(x, "bf16").dtype == torch.float32
+        assert ff.encode(x, "fp8_e4m3").shape == shape
+        assert ff.decode(torch.empty(shape, dtype=torch.int64), "fp16").shape == shape
+        assert ff.cast(x, "fp8_e4m3", "stochastic", rng=0).shape == shape
+    import floatfmt.torch as fft
+    assert fft.fake_quant(torch.empty(0), "int8").shape == (0,)

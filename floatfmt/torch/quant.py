@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from .._xp import namespace
 from ..cast import tensor_exact
 from ..formats import Format, get_format
 from ..rounding import resolve_mode, resolve_overflow, round_values
@@ -137,6 +138,9 @@ def fake_quant(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=
         if not -v.ndim <= ax < v.ndim:
             raise ValueError(f"axis {ax} is out of bounds for a tensor of dimension {v.ndim}")
         ax %= v.ndim
+    if v.numel() == 0:  # nothing to calibrate: an empty result, as on numpy
+        out = v.clone()
+        return _ste(x, out, None) if x.requires_grad else out
     red = None if ax is None else tuple(i for i in range(v.ndim) if i != ax)
     symmetric = scheme == "symmetric"
     if narrow_range is None:
@@ -208,7 +212,10 @@ def fake_quant(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=
         top = f.max + 2.0 ** (f.emax - f.mbits) / 2
         lo_lim, hi_lim = -top * sc, top * sc
     if x.requires_grad:
-        mask = (v > lo_lim) & (v < hi_lim) if ste == "clipped" else None
-        from .._xp import namespace
-        out = namespace(out).straight_through(x, out, mask)
+        out = _ste(x, out, (v > lo_lim) & (v < hi_lim) if ste == "clipped" else None)
     return out
+
+
+def _ste(x, out, mask):
+    """out with the straight-through gradient of x (masked where mask is given)."""
+    return namespace(out).straight_through(x, out, mask)
