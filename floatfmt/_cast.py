@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .exact import holds, to_exact
+from ._xp import NUMPY, is_tensor, namespace
+from .exact import Exact, holds, to_exact
 from ._formats import get_format
 from .rounding import Decision, decide, make_rng, resolve_mode, resolve_overflow, round_values
 
-__all__ = ["cast", "round_exact", "rounding_decision"]
+__all__ = ["cast", "round_exact", "rounding_decision", "tensor_exact"]
 
 
 def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
@@ -31,21 +32,61 @@ def _prepare(ex, fmt, rounding, overflow, daz, rng, sr_bits):
     fmt = get_format(fmt)
     mode = resolve_mode(rounding)
     policy = resolve_overflow(overflow, fmt)
-    if mode == "stochastic":
+    if mode == "stochastic" and not is_tensor(ex.values):
         rng = make_rng(rng)
-    elif sr_bits is not None:
+    elif mode != "stochastic" and sr_bits is not None:
         raise ValueError("sr_bits applies to rounding='stochastic' only")
     daz_below = ex.src.smallest_normal if (daz and ex.src.subnormals) else None
     values = ex.values
+    xp = namespace(values)
+    if mode == "stochastic" and xp is not NUMPY:
+        rng = xp.generator(rng, values)
     if policy == "wrap":
         # Reduce magnitudes modulo 2**bits first (exact: same sign, same fraction),
         # so that huge inputs wrap like their low bits.
         # Inf and NaN are left alone (Inf saturates, NaN stays NaN).
         with np.errstate(invalid="ignore"):
-            values = np.where(np.isfinite(values),
-                              np.copysign(np.fmod(np.abs(values), float(1 << fmt.bits)), values),
+            values = xp.where(xp.isfinite(values),
+                              xp.copysign(xp.fmod(xp.abs(values), float(1 << fmt.bits)), values),
                               values)
     return fmt, values, mode, policy, daz_below, rng
+
+
+def tensor_exact(x) -> Exact:
+    """The ``Exact`` record of a torch tensor: its values as a float64 tensor on its own
+    device (exact; see ``_xp``), no sticky part, and its source format."""
+    xp = namespace(x)
+    values, float_dtype = xp.intake(x)
+    src = get_format(float_dtype) if float_dtype is not None else get_format("fp64")
+    return Exact(values, None, False, src, float_dtype)
+
+
+def _clip_mask(x, fmt, xp):
+    """Where the clipped straight-through estimator passes the gradient: inputs inside
+    the format's finite range [lo, max] (lo = -max, an integer format's min, 0 for
+    unsigned floats, the smallest value of E8M0)."""
+    if fmt.kind == "int":
+        lo = float(fmt.min)
+    elif fmt.signed:
+        lo = -fmt.max
+    else:
+        lo = 0.0 if fmt.zero else fmt.smallest_normal
+    return (x >= lo) & (x <= fmt.max)
+
+
+def _tensor_result(x, ex, r, fmt, dtype, ste):
+    """The result tensor of ``cast``: dtype chosen as for numpy, gradient attached."""
+    xp = namespace(r)
+    if dtype is not None:
+        r = xp.astype(r, xp.dtype_of(dtype))
+    elif ex.float_dtype is not None and ex.float_dtype != xp.t.float64 and holds(ex.src, fmt):
+        r = xp.astype(r, ex.float_dtype)
+    if ste not in (None, "identity", "clipped"):
+        raise ValueError(f"unknown ste {ste!r}. Valid: 'identity' (the default), 'clipped'")
+    if x.requires_grad:
+        mask = _clip_mask(ex.values, fmt, xp) if ste == "clipped" else None
+        r = xp.straight_through(x, r, mask)
+    return r
 
 
 def rounding_decision(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
@@ -76,7 +117,7 @@ def rounding_decision(x, fmt, rounding="nearest_even", overflow=None, ftz=False,
 
 
 def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-         sr_bits=None, dtype=None):
+         sr_bits=None, dtype=None, ste=None):
     """Round ``x`` to the format ``fmt`` and return its value.
 
     The result is the exact input value rounded once to ``fmt`` under
@@ -98,6 +139,21 @@ def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
     Scalars give a Python float; arrays keep their shape, in the input's float
     dtype when it holds every value of ``fmt`` exactly, else float64
     (``dtype=`` overrides).
+
+    torch tensors (``import floatfmt`` itself never imports torch): the result
+    is a tensor on the input's device, computed there with torch ops by the
+    same rounding routine (no copy to the host).  Its dtype follows the rule
+    above with torch dtypes: float64 in gives float64; float32, float16,
+    bfloat16 or a float8 dtype in gives that dtype when it holds every value of
+    ``fmt`` (and Inf/NaN), else float64.  Integer and bool tensors (values up to
+    2**53) give float64.  ``rng`` is then a ``torch.Generator`` on the tensor's
+    device, an int seed (a new Generator there) or None (torch's default
+    generator of the device).  A tensor that requires grad gives a result with
+    a straight-through gradient: ``ste=None`` / ``"identity"`` passes the
+    gradient unchanged, ``ste="clipped"`` passes it where the input lies in the
+    format's finite range (``-max <= x <= max``; ``min..max`` for integers;
+    from 0, or E8M0's smallest value, for unsigned floats) and gives 0 elsewhere
+    (saturated, overflowed, clipped, or non-finite inputs).
 
     Values a format lacks: NaN stays NaN (also for fp6 / fp4 / integers, which
     have no NaN code: ``cast`` returns NaN, ``encode`` raises ValueError);
@@ -123,6 +179,12 @@ def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
     True
     """
     fmt = get_format(fmt)
+    if is_tensor(x):
+        ex = tensor_exact(x)
+        r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+        return _tensor_result(x, ex, r, fmt, dtype, ste)
+    if ste is not None:
+        raise TypeError("ste= applies to torch tensors only (it sets their gradient)")
     ex = to_exact(x, wrap_bits=fmt.bits if overflow == "wrap" else None)
     r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
     if ex.scalar and dtype is None:

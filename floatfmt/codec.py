@@ -13,7 +13,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ._cast import round_exact
+from ._xp import NUMPY, is_tensor, namespace
+from ._cast import round_exact, tensor_exact
 from .exact import holds, to_exact
 from ._formats import Format, get_format
 from .rounding import make_rng, resolve_mode
@@ -30,20 +31,32 @@ def code_dtype(fmt: Format) -> np.dtype:
     raise AssertionError
 
 
-def _nan_code(fmt: Format, neg):
+def _nan_code(fmt: Format, neg, xp=NUMPY):
+    """The NaN code of ``fmt`` with the sign of each element of the bool mask ``neg``
+    (int64; formats with one NaN code ignore the sign)."""
     if fmt.nan == "ieee":
         c = (((1 << fmt.ebits) - 1) << fmt.mbits) | (1 << (fmt.mbits - 1))
     elif fmt.nan == "all_ones":
         c = (1 << (fmt.ebits + fmt.mbits)) - 1
     else:  # negative_zero
-        return np.full(np.shape(neg), 1 << (fmt.bits - 1), np.int64)
-    return np.where(neg & fmt.signed, c | (1 << (fmt.bits - 1)) if fmt.signed else c, c)
+        c = 1 << (fmt.bits - 1)
+        return np.where(neg, c, c) if xp is NUMPY else _to_int64(neg, xp) * 0 + c
+    if xp is NUMPY:
+        return np.where(neg & fmt.signed, c | (1 << (fmt.bits - 1)) if fmt.signed else c, c)
+    if not fmt.signed:
+        return _to_int64(neg, xp) * 0 + c
+    return (_to_int64(neg, xp) << (fmt.bits - 1)) | c  # int64 shifts wrap into the sign bit
 
 
 def values_to_codes(r, fmt: Format) -> np.ndarray:
     """Codes of values already in ``fmt`` (float64 array; NaN -> the format's NaN code).
 
-    Works on cache-sized chunks, so the temporaries stay small for big arrays."""
+    Works on cache-sized chunks, so the temporaries stay small for big arrays.  A
+    float64 torch tensor gives a tensor of codes on its device (torch's unsigned
+    dtype of the same width)."""
+    if is_tensor(r):
+        xp = namespace(r)
+        return _codes(r, fmt, xp).to(xp.code_dtype(fmt.bits))
     r = np.asarray(r, np.float64)
     return _by_chunks(lambda c: _codes(c, fmt), r.shape, code_dtype(fmt), r)
 
@@ -71,59 +84,68 @@ def _exact_chunks(ex, fn, dtype=np.float64):
                       ex.values.shape, dtype, ex.values, ex.sticky, ex.resid)
 
 
-def _codes(r, fmt: Format) -> np.ndarray:
-    """values_to_codes for one 1-d chunk; int64 codes."""
-    nan = np.isnan(r)
-    any_nan = bool(nan.any())
+def _codes(r, fmt: Format, xp=NUMPY):
+    """values_to_codes for one 1-d chunk (or a whole tensor); int64 codes."""
+    nan = xp.isnan(r)
+    any_nan = xp.any(nan)
     if fmt.kind == "int":
         if any_nan:
             raise ValueError(f"{fmt.name} has no code for NaN")
-        return r.astype(np.int64) & ((1 << fmt.bits) - 1)
+        return _to_int64(r, xp) & ((1 << fmt.bits) - 1)
     if any_nan and not fmt.has_nan:
         raise ValueError(f"{fmt.name} has no NaN code; the input holds NaN")
     m = fmt.mbits
-    bits = r.view(np.int64)
-    a = (bits & 0x7FFFFFFFFFFFFFFF).view(np.float64)  # |r|
+    bits = xp.bits(r)
+    a = xp.floats(bits & 0x7FFFFFFFFFFFFFFF)  # |r|
     if fmt.subnormals:
         # A subnormal a becomes a + 2**emin, a normal double whose top m fraction bits
         # are a's significand; its exponent field is then one too high (fixed below).
         sub = a < fmt.smallest_normal
-        a = np.where(sub, a + fmt.smallest_normal, a)
+        a = xp.where(sub, a + fmt.smallest_normal, a)
     # The float64 fields shifted into place, (e64 << m) | mantissa, then rebiased.
-    code = (a.view(np.int64) >> (52 - m)) - ((1023 - fmt.bias) << m)
+    code = (xp.bits(a) >> (52 - m)) - ((1023 - fmt.bias) << m)
     if fmt.subnormals:
-        code -= sub.astype(np.int64) << m
-    inf = np.isinf(a)
-    if inf.any():
-        code[inf] = ((1 << fmt.ebits) - 1) << m
+        code = code - (_to_int64(sub, xp) << m)
+    inf = xp.isinf(a)
+    if xp.any(inf):
+        code = xp.where(inf, ((1 << fmt.ebits) - 1) << m, code)
     if fmt.signed:
-        code |= (bits < 0).astype(np.int64) << (fmt.bits - 1)
+        code = code | (_to_int64(bits < 0, xp) << (fmt.bits - 1))
     if any_nan:
-        code = np.where(nan, _nan_code(fmt, bits < 0), code)
+        code = xp.where(nan, _nan_code(fmt, bits < 0, xp), code)
     return code
 
 
+def _to_int64(a, xp):
+    return a.astype(np.int64) if xp is NUMPY else a.to(xp.t.int64)
+
+
 def codes_to_values(codes, fmt: Format) -> np.ndarray:
-    """float64 values of valid codes (int64 array) by the field formula."""
-    c = np.asarray(codes, np.int64)
+    """float64 values of valid codes (int64 array) by the field formula (an int64
+    tensor gives a float64 tensor on its device)."""
+    xp = namespace(codes)
+    c = np.asarray(codes, np.int64) if xp is NUMPY else codes
     if fmt.kind == "int":
-        return np.where(fmt.signed & (c >= (1 << (fmt.bits - 1))), c - (1 << fmt.bits), c).astype(np.float64)
+        v = xp.where(fmt.signed & (c >= (1 << (fmt.bits - 1))), c - (1 << fmt.bits), c)
+        return v.astype(np.float64) if xp is NUMPY else v.to(xp.t.float64)
     emask, mmask = (1 << fmt.ebits) - 1, (1 << fmt.mbits) - 1
-    neg = ((c >> (fmt.bits - 1)) & 1).astype(bool) if fmt.signed else np.zeros(c.shape, bool)
     e = (c >> fmt.mbits) & emask
     m = c & mmask
     sub = (e == 0) & fmt.subnormals
-    sig = np.where(sub, m, m + (1 << fmt.mbits)).astype(np.float64)
+    sig = xp.where(sub, m, m + (1 << fmt.mbits))
+    sig = sig.astype(np.float64) if xp is NUMPY else sig.to(xp.t.float64)
     with np.errstate(over="ignore"):  # the Inf/NaN exponent field of fp64 (replaced below)
-        v = np.ldexp(sig, np.where(sub, fmt.emin, e - fmt.bias) - fmt.mbits)
+        v = xp.ldexp(sig, xp.where(sub, fmt.emin, e - fmt.bias) - fmt.mbits)
     if fmt.nan == "ieee":
         top = e == emask
-        v = np.where(top, np.where(m == 0, np.inf, np.nan), v)
+        v = xp.where(top, xp.where(m == 0, np.inf, np.nan), v)
     elif fmt.nan == "all_ones":
-        v = np.where((e == emask) & (m == mmask), np.nan, v)
+        v = xp.where((e == emask) & (m == mmask), np.nan, v)
     elif fmt.nan == "negative_zero":
-        v = np.where(c == (1 << (fmt.bits - 1)), np.nan, v)
-    return np.where(neg, -v, v)
+        v = xp.where(c == (1 << (fmt.bits - 1)), np.nan, v)
+    if fmt.signed:
+        v = xp.where(((c >> (fmt.bits - 1)) & 1) == 1, -v, v)
+    return v
 
 
 @lru_cache(maxsize=None)
@@ -141,7 +163,9 @@ def encode(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     ``container="fp32"`` returns the code of the same value in a wider format
     (tf32 as GPU memory keeps it: an fp32 word whose low 13 bits are zero).
     Formats without NaN raise ``ValueError`` for NaN input.  Scalars give a
-    Python int.
+    Python int.  A torch tensor gives a tensor of codes on its device, in
+    torch's unsigned dtype of the same width (``torch.uint8`` ... ``uint64``;
+    torch supports few operations on uint16/32/64: ``.to(torch.int64)`` first).
 
     >>> hex(encode(1.0, "fp16")), hex(encode(-2.0, "bf16")), hex(encode(448, "e4m3"))
     ('0x3c00', '0xc000', '0x7e')
@@ -149,7 +173,7 @@ def encode(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     (130049, '0x3f802000')
     """
     fmt = get_format(fmt)
-    ex = to_exact(x)
+    ex = tensor_exact(x) if is_tensor(x) else to_exact(x)
     r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
     target = fmt
     if container is not None:
@@ -179,16 +203,33 @@ def _as_codes(codes, fmt: Format) -> tuple[np.ndarray, bool]:
 def decode(codes, fmt) -> np.ndarray | float:
     """Values (float64) of bit patterns of ``fmt``.
 
+    An integer torch tensor of codes gives a float64 tensor on its device.
+
     >>> decode(0x3c00, "fp16"), decode(0x7e, "fp8_e4m3"), decode(0b0111, "fp4_e2m1")
     (1.0, 448.0, 6.0)
     """
     fmt = get_format(fmt)
+    if is_tensor(codes):
+        return _decode_tensor(codes, fmt)
     arr, scalar = _as_codes(codes, fmt)
     if fmt.bits <= 16:
         out = _table(fmt)[arr.astype(np.intp)]
     else:
         out = codes_to_values(arr.astype(np.int64), fmt)
     return float(out) if scalar else out
+
+
+def _decode_tensor(codes, fmt: Format):
+    """decode for an integer tensor: float64 values on its device (the field formula,
+    the same that builds the numpy path's table)."""
+    xp = namespace(codes)
+    c = xp.int64(codes)
+    if c.numel() and fmt.bits < 64:  # (int64 holds 64-bit patterns as two's complement)
+        lo, hi = xp.minmax(c)
+        if lo < 0 or hi >= (1 << fmt.bits):
+            raise ValueError(f"code {hi if hi >= (1 << fmt.bits) else lo} does not fit {fmt.name}: "
+                             f"codes are 0..{(1 << fmt.bits) - 1} ({fmt.bits} bits)")
+    return codes_to_values(c, fmt)
 
 
 _CLASSES = np.array(["zero", "subnormal", "normal", "inf", "nan"])

@@ -22,6 +22,16 @@ makes exactly the values past the format overflow the double.
 ``_general_chunk`` handles everything (sticky input, unusual formats, Inf in
 nearest-away or stochastic chunks) with explicit fraction tests.  The oracle
 tests run every case through both.
+
+``_general_chunk`` and its helpers are written once over an array namespace
+``xp`` (``_xp``: numpy, or torch when given a tensor; torch is never imported
+here).  A torch tensor takes ``_general_chunk`` whole, with torch ops on its
+own device: the fast path stays numpy-only because its speed comes from numpy
+specifics (in-place ufuncs with ``out=`` into reused cache-sized buffers, the
+clip ufunc, reductions to skip work per chunk) that have no portable torch
+form, and a second statement of the rule in torch ops would be a second
+rounding routine.  tests/test_torch.py shows the torch path equal to the numpy
+path (fast and general) bit for bit on every format, mode and policy.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ._xp import NUMPY, is_tensor, namespace
 from ._formats import Format
 
 __all__ = ["MODES", "OVERFLOWS", "resolve_mode", "resolve_overflow", "make_rng", "round_values",
@@ -105,26 +116,23 @@ def make_rng(rng):
 
 
 # ---------------------------------------------------------------------------------------------
-def _scales(x, fmt: Format):
+def _scales(x, fmt: Format, xp=NUMPY):
     """Per-element exponent k of the quantum ``2**k`` of x in fmt, and (1/q, q)
     as exact float64 powers of two when both are normal floats (else None)."""
-    e = (x.view(np.int64) >> 52) & 0x7FF
-    np.clip(e, fmt.emin + 1023, min(2046, fmt.emax + 1024), out=e)
+    e = xp.clip((xp.bits(x) >> 52) & 0x7FF, fmt.emin + 1023, min(2046, fmt.emax + 1024))
     if fmt.mbits - fmt.emin <= 1022 and fmt.emax <= 1021:
         inv = ((2046 + fmt.mbits) - e) << 52
-        e -= fmt.mbits
-        e <<= 52
-        return None, inv.view(np.float64), e.view(np.float64)
+        return None, xp.floats(inv), xp.floats((e - fmt.mbits) << 52)
     return e - (1023 + fmt.mbits), None, None
 
 
-def _odd(t):
+def _odd(t, xp=NUMPY):
     """Mask of odd integer-valued floats (t/2 is not an integer); Inf counts as even."""
     h = t * 0.5
-    return np.floor(h) != h
+    return xp.floor(h) != h
 
 
-def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None):
+def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, xp=NUMPY):
     """Boolean mask: move |t| one step away from zero (magnitude formulation).
 
     ``f = |y - t|`` is the exact fraction of a quantum held by the float64 part;
@@ -134,7 +142,7 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None):
     Stochastic rounding needs the remainder itself: ``resid`` (see
     ``round_values``) with ``shift`` = log2(quantum / the float64's ulp).
     """
-    f = np.abs(y - t)
+    f = xp.abs(y - t)
     if sticky is None:
         gt, eq, inexact = f > 0.5, f == 0.5, f > 0
     else:
@@ -145,26 +153,27 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None):
     if mode == "nearest_away":
         return gt | eq
     if mode == "nearest_even":
-        return gt | (eq & _odd(t))
+        return gt | (eq & _odd(t, xp))
     if mode == "toward_zero":
-        return np.zeros(f.shape, bool)
+        return xp.falses(f)
     if mode == "up":
         return inexact & ~neg
     if mode == "down":
         return inexact & neg
     if mode == "odd":
-        return inexact & ~_odd(t)
+        return inexact & ~_odd(t, xp)
     if mode == "stochastic":
         if resid is None:
             if sr_bits is None:
                 return rand < f
-            return rand < np.floor(f * float(1 << sr_bits))
+            return rand < xp.floor(f * float(1 << sr_bits))
         return rand < _sr_threshold(f, resid, shift, sr_bits)
     raise AssertionError(mode)
 
 
 def _sr_threshold(f, resid, shift, sr_bits):
-    """The stochastic-rounding threshold of the exact fraction p = f + rho * 2**-shift.
+    """The stochastic-rounding threshold of the exact fraction p = f + rho * 2**-shift
+    (numpy arrays: only the numpy path carries a remainder ``resid``).
 
     ``f`` is the float64 part's fraction of a quantum (a multiple of 2**-shift),
     ``rho = resid / 2**54`` the rest in units of the float64's ulp (``resid``
@@ -197,30 +206,29 @@ def _sr_threshold(f, resid, shift, sr_bits):
     return np.floor(f * float(1 << n)) + (R >> d).astype(np.float64)
 
 
-def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None):
+def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY):
     """Round x (float64, any sign) with an unbounded exponent range."""
     k = q = None
     if fmt.kind == "float":
-        k, inv, q = _scales(x, fmt)
-        y = x * inv if k is None else np.ldexp(x, -k)
+        k, inv, q = _scales(x, fmt, xp)
+        y = x * inv if k is None else xp.ldexp(x, -k)
     else:
-        y = x.copy()
+        y = xp.copy(x)
     fine = False
     if sticky is not None and fmt.kind == "float" and fmt.mbits == 52:
         # x's own float64 ulp (np.spacing would give inf at the largest double)
-        own = np.maximum((x.view(np.int64) >> 52) & 0x7FF, 1) - 1075
-        fine = np.ldexp(1.0, own) == (q if k is None else np.ldexp(1.0, k))
+        own = xp.maximum((xp.bits(x) >> 52) & 0x7FF, 1) - 1075
+        fine = xp.pow2(own) == (q if k is None else xp.pow2(k))
     if sticky is None and mode in ("nearest_even", "toward_zero", "up", "down"):
-        fn = {"nearest_even": np.rint, "toward_zero": np.trunc, "up": np.ceil, "down": np.floor}[mode]
-        n = fn(y, out=y)
+        n = {"nearest_even": xp.rint, "toward_zero": xp.trunc, "up": xp.ceil,
+             "down": xp.floor}[mode](y)
     else:
-        t = np.trunc(y)
+        t = xp.trunc(y)
         rand = None
         if mode == "stochastic":
-            rand = (rng.random(y.shape) if sr_bits is None
-                    else rng.integers(0, 1 << sr_bits, size=y.shape).astype(np.float64))
+            rand = (xp.uniform(rng, y) if sr_bits is None else xp.randint(rng, 1 << sr_bits, y))
         shift = None
-        if mode == "stochastic" and resid is not None:
+        if mode == "stochastic" and resid is not None:  # numpy only (tensors carry no resid)
             # log2(quantum / x's float64 ulp), >= 0 for every format of at most 53 bits
             own = np.maximum((x.view(np.int64) >> 52) & 0x7FF, 1) - 1075
             if fmt.kind != "float":
@@ -230,51 +238,48 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None):
             else:
                 kq = k
             shift = np.maximum(kq - own, 0)
-        away = _away(mode, y, t, sticky, fine, rand, sr_bits, np.signbit(x), resid, shift)
-        n = t + np.copysign(away, x)
+        away = _away(mode, y, t, sticky, fine, rand, sr_bits, xp.signbit(x), resid, shift, xp)
+        n = t + xp.copysign(away, x)
     if q is not None:
-        n *= q
+        n = n * q
     elif k is not None:
-        n = np.ldexp(n, k)
+        n = xp.ldexp(n, k)
     return n
 
 
-def _overflow(r, x, mode, policy, sticky, limit):
+def _overflow(r, x, mode, policy, sticky, limit, xp=NUMPY):
     """Apply the overflow policy to elements whose rounded magnitude exceeds limit."""
-    big = np.abs(r) > limit
-    if not big.any():
+    big = xp.abs(r) > limit
+    if not xp.any(big):
         return r
-    neg = np.signbit(r)
+    lim = xp.signed(limit, r)  # +-limit with r's sign
     if policy == "saturate":
-        r[big] = np.where(neg[big], -limit, limit)
-        return r
+        return xp.where(big, lim, r)
+    neg = xp.signbit(r)
     special = np.inf if policy == "inf" else np.nan
-    finite_in = np.isfinite(x) if sticky is None else np.isfinite(x) | (sticky != 0)
+    finite_in = xp.isfinite(x) if sticky is None else xp.isfinite(x) | (sticky != 0)
     toward_inf = {"nearest_even": True, "nearest_away": True, "stochastic": True,
                   "toward_zero": False, "odd": False}
     if mode in toward_inf:
-        goes_out = np.full(r.shape, toward_inf[mode])
+        goes_out = xp.full(r, toward_inf[mode])
     else:
         goes_out = neg if mode == "down" else ~neg
     to_special = big & (goes_out | ~finite_in)
     to_max = big & ~to_special
-    r[to_max] = np.where(neg[to_max], -limit, limit)
-    r[to_special] = np.copysign(special, np.where(neg[to_special], -1.0, 1.0))
-    return r
+    r = xp.where(to_max, lim, r)
+    return xp.where(to_special, xp.signed(special, r), r)
 
 
-def _int_finish(r, fmt, policy):
+def _int_finish(r, fmt, policy, xp=NUMPY):
     lo = float(-(1 << (fmt.bits - 1))) if fmt.signed else 0.0
     span = float(1 << fmt.bits)
     if policy == "wrap":
-        fin = np.isfinite(r)
-        w = np.fmod(r - lo, span)
-        w[w < 0] += span
-        r = np.where(fin, w + lo, np.clip(r, lo, lo + span - 1))
+        w = xp.fmod(r - lo, span)
+        w = xp.where(w < 0, w + span, w)
+        r = xp.where(xp.isfinite(r), w + lo, xp.clip(r, lo, lo + span - 1))
     else:
-        np.clip(r, lo, lo + span - 1, out=r)
-    r += 0.0  # -0 -> +0 (integers have one zero)
-    return r
+        r = xp.clip(r, lo, lo + span - 1)
+    return r + 0.0  # -0 -> +0 (integers have one zero)
 
 
 def resid_class(resid):
@@ -323,6 +328,10 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
     The work is done in chunks of ``_CHUNK`` elements, so the extra memory is a
     few chunk-sized buffers whatever the size of x.
     """
+    if is_tensor(x):
+        if resid is not None:
+            raise TypeError("round_values on a tensor takes no resid= (tensors carry no remainder)")
+        return _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
     x = np.asarray(x, dtype=np.float64)
     policy = resolve_overflow(overflow, fmt)
     if mode == "stochastic" and rng is None:
@@ -345,6 +354,47 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
     with np.errstate(all="ignore"):
         _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf)
     return res.reshape(shape)
+
+
+def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out):
+    """``round_values`` for a float64 torch tensor: ``_general_chunk`` with torch ops
+    on the tensor's device (see the module docstring); returns a float64 tensor there."""
+    xp = namespace(x)
+    if x.dtype != xp.t.float64:
+        raise TypeError(f"round_values takes float64 tensors, not {x.dtype}")
+    if out is not None:
+        raise TypeError("round_values on a tensor takes no out= (it returns a new tensor)")
+    if sticky is not None:
+        if not is_tensor(sticky) or sticky.device != x.device:
+            raise TypeError("sticky for a tensor must be a tensor on the same device")
+        sticky = sticky.to(xp.t.uint8) if bool(sticky.any()) else None
+        if sticky is not None and mode == "stochastic":
+            raise ValueError("stochastic rounding of a value that float64 does not hold needs "
+                             "its exact remainder, which tensors do not carry")
+        if sticky is not None and daz_below is not None:
+            raise ValueError("daz with a sticky part is not supported on tensors")
+    policy = resolve_overflow(overflow, fmt)
+    if sr_bits is not None and not (isinstance(sr_bits, (int, np.integer)) and 1 <= sr_bits <= 52):
+        raise ValueError(f"sr_bits must be an integer in 1..52, not {sr_bits!r}")
+    if mode == "stochastic":
+        rng = xp.generator(rng, x)
+    x = x.detach()
+    if daz_below is not None:
+        x, _, _ = _daz(x, None, None, daz_below, xp)
+    if x.device.type != "cpu" or x.numel() <= _TORCH_CHUNK:
+        return _general_chunk(x, sticky, fmt, mode, policy, ftz, rng, sr_bits, None, xp)
+    # CPU: cache-sized chunks (the general path makes a dozen temporaries per call)
+    xf = x.reshape(-1)
+    sf = None if sticky is None else sticky.reshape(-1)
+    out = xp.t.empty_like(xf)
+    for i in range(0, xf.numel(), _TORCH_CHUNK):
+        j = i + _TORCH_CHUNK
+        out[i:j] = _general_chunk(xf[i:j], None if sf is None else sf[i:j], fmt, mode, policy,
+                                  ftz, rng, sr_bits, None, xp)
+    return out.reshape(x.shape)
+
+
+_TORCH_CHUNK = 1 << 18
 
 
 # ------------------------------------------------------------------------- the chunk loop
@@ -373,11 +423,11 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf=
         o[...] = _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc)
 
 
-def _daz(xc, sc, rc, daz_below):
+def _daz(xc, sc, rc, daz_below, xp=NUMPY):
     """Inputs with ``|x| < daz_below`` replaced by zero of their sign (sticky cleared)."""
-    tiny = np.abs(xc) < daz_below
-    if tiny.any():
-        xc = np.where(tiny, np.copysign(0.0, xc), xc)
+    tiny = xp.abs(xc) < daz_below
+    if xp.any(tiny):
+        xc = xp.where(tiny, xp.signed(0.0, xc), xc)
         if sc is not None:
             sc = np.where(tiny, 0, sc).astype(np.uint8)
         if rc is not None:
@@ -385,36 +435,42 @@ def _daz(xc, sc, rc, daz_below):
     return xc, sc, rc
 
 
-def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc=None):
-    """Any format, any input (sticky included): the reference implementation."""
-    r = _round_chunk(xc, fmt, mode, sc, rng, sr_bits, rc)
+def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc=None, xp=NUMPY):
+    """Any format, any input (sticky included): the reference implementation, written
+    once for every array namespace ``xp`` (numpy arrays, torch tensors)."""
+    r = _round_chunk(xc, fmt, mode, sc, rng, sr_bits, rc, xp)
     if fmt.kind == "int":
-        return _int_finish(r, fmt, policy)
-    r = _overflow(r, xc, mode, policy, sc, fmt.max)
+        return _int_finish(r, fmt, policy, xp)
+    r = _overflow(r, xc, mode, policy, sc, fmt.max, xp)
     if ftz:
-        _flush(r, fmt)
+        r = _flush(r, fmt, xp)
     if not fmt.negative_zero:
-        r += 0.0  # -0 -> +0
+        r = r + 0.0  # -0 -> +0
     if not fmt.zero:
         # Unsigned, zero-less scale formats (E8M0): the smallest value is the floor.
-        r = np.where(r == 0, fmt.smallest_normal, r)
+        r = xp.where(r == 0, fmt.smallest_normal, r)
     if not fmt.signed:
         # Unsigned: negative inputs are NaN; so is zero when the format has none.
         # (a -0.0 carrying a sticky part is a tiny negative value, not zero)
-        bad = np.signbit(xc) & ((xc != 0) if sc is None else (xc != 0) | (sc != 0))
+        bad = xp.signbit(xc) & ((xc != 0) if sc is None else (xc != 0) | (sc != 0))
         if not fmt.zero:
-            bad |= (xc == 0) if sc is None else (xc == 0) & (sc == 0)
-        r[bad] = np.nan
+            bad = bad | ((xc == 0) if sc is None else (xc == 0) & (sc == 0))
+        r = xp.where(bad, np.nan, r)
     return r
 
 
-def _flush(r, fmt):
-    """ftz: results below the smallest normal become zero of the same sign (in place;
-    +0 in formats without -0)."""
+def _flush(r, fmt, xp=NUMPY):
+    """ftz: results below the smallest normal become zero of the same sign (+0 in
+    formats without -0); returns r (changed in place for numpy arrays)."""
     if fmt.subnormals:
-        sub = (np.abs(r) < fmt.smallest_normal) & (r != 0)
-        if sub.any():
-            r[sub] = np.copysign(0.0, r[sub]) if fmt.negative_zero else 0.0
+        sub = (xp.abs(r) < fmt.smallest_normal) & (r != 0)
+        if xp.any(sub):
+            zero = xp.signed(0.0, r) if fmt.negative_zero else 0.0
+            if xp is NUMPY:
+                r[sub] = zero[sub] if fmt.negative_zero else 0.0
+            else:
+                r = xp.where(sub, zero, r)
+    return r
 
 
 # ------------------------------------------------------------------------------ fast path
