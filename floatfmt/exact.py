@@ -102,13 +102,19 @@ def fraction_resid(fr: Fraction, t: float) -> int:
 
 
 def _resid_of(v, t: float, wrap_bits=None) -> int:
-    """``resid`` of the input scalar v (as ``_scalar`` reads it) truncated to t."""
+    """``resid`` of the input scalar v (as ``_scalar`` reads it) truncated to t.
+
+    Values past the float64 range or far below its smallest subnormal are decided from
+    their exponent alone, never by expanding a huge power of two or ten."""
+    if not math.isfinite(t):
+        return 3 << 52  # a finite value past the float64 range: class 3
     if isinstance(v, (str, np.str_)):
+        h = _parse_hex(str(v).strip().replace("_", ""))
+        if h is not None and h[1] and h[1].bit_length() - 1 + h[2] < -1130:
+            return 1  # |v| < 2**-1129: 2**54 * |v| / 2**-1074 < 1/2, rounded to odd
         v = parse_string(str(v))
     if isinstance(v, Decimal) and v.is_finite() and not v.is_zero() and v.adjusted() < -399:
         return 1  # far below 2**-1074: a sliver of the smallest subnormal's ulp
-    if not math.isfinite(t):
-        return 3 << 52
     fr = to_fraction(v)
     if wrap_bits is not None and not isinstance(v, float):
         red = abs(fr) % (1 << wrap_bits)
