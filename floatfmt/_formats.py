@@ -263,8 +263,9 @@ _ALIASES: dict[str, str] = {
 # "e5m2", "fp8_e4m3fn", "e4m3fnuzb11" and the ml_dtypes spelling "float8_e4m3b11fnuz"
 # (a bias may come before or after the variant, not both).
 _PATTERN = re.compile(r"^(?:(?:fp|float)(\d+)_)?e(\d+)m(\d+)(?:b(\d+))?(fnuz|fn)?(?:b(\d+))?$")
-# "int2", "uint16": two's complement / unsigned integers, as numpy and ml_dtypes name them.
-_INT_PATTERN = re.compile(r"^(u?)int(\d+)$")
+# "int2", "uint16": two's complement / unsigned integers of the widths numpy and ml_dtypes
+# name (other widths, such as "int9", stay unknown names: usually a typo).
+_INT_PATTERN = re.compile(r"^(u?)int(1|2|4|8|16|32|64)$")
 
 
 def formats() -> list[str]:
@@ -286,7 +287,7 @@ def _parse_pattern(key: str) -> Format | None:
     mi = _INT_PATTERN.match(key)
     if mi:
         bits = int(mi[2])
-        if not 1 <= bits <= 63:
+        if bits > 63:
             raise _unknown_format(key, "integer formats have 1 to 63 bits.")
         return Format(key, kind="int", bits=bits, signed=not mi[1])
     m = _PATTERN.match(key)
@@ -335,7 +336,8 @@ def get_format(fmt) -> Format:
 
     Names are case-insensitive; ``"e5m10"``-style strings build IEEE-like formats
     (``"e4m3fn"``/``"e4m3fnuz"`` the fn / fnuz variants, ``"e5m2b11"`` a bias),
-    ``"int2"``/``"uint16"`` integer formats.
+    ``"int2"``/``"uint16"`` integer formats (the widths 1, 2, 4, 8, 16, 32 that
+    ml_dtypes and numpy name; ``Format(kind="int", bits=n)`` for others).
 
     A name that is an ml_dtypes type name, with or without its ``floatN_``
     prefix, means ml_dtypes' value set: ``"e2m1fn"`` and ``"float4_e2m1fn"`` are
