@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
+from tests.oracles.compare import mismatches
 from floatfmt.exact import to_exact
 from floatfmt._cast import round_exact
 from oracles import mpfr as O
@@ -60,13 +61,6 @@ def policies(fmt) -> list[str]:
     return out
 
 
-def mismatches(got, want) -> np.ndarray:
-    """Boolean mask of disagreements (value, sign of zero, NaN-ness)."""
-    got = np.asarray(got, np.float64)
-    want = np.asarray(want, np.float64)
-    both_nan = np.isnan(got) & np.isnan(want)
-    same = (got == want) & (np.signbit(got) == np.signbit(want))
-    return ~(same | both_nan)
 
 
 def positive_values(f) -> np.ndarray:

@@ -36,6 +36,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
+from tests.oracles.compare import mismatches as bad
 from floatfmt.exact import to_fraction
 from oracles import mpfr as O
 
@@ -56,11 +57,6 @@ def policies(name) -> list:
     return out
 
 
-def bad(got, want) -> np.ndarray:
-    """Mask of disagreements: value, sign of zero, NaN on one side only."""
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    same = ((got == want) & (np.signbit(got) == np.signbit(want))) | (np.isnan(got) & np.isnan(want))
-    return ~same
 
 
 def report(what, counts: dict):

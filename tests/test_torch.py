@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
+from tests.oracles.compare import mismatches as bad
 from floatfmt.rounding import MODES, OVERFLOWS, resolve_overflow
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
@@ -41,13 +42,6 @@ def policies(f):
     return out
 
 
-def bad(got, want) -> np.ndarray:
-    """Disagreements: value, sign of zero, NaN-ness (NaN payloads and signs ignored)."""
-    got = np.asarray(got, np.float64)
-    want = np.asarray(want, np.float64)
-    both_nan = np.isnan(got) & np.isnan(want)
-    same = (got == want) & (np.signbit(got) == np.signbit(want))
-    return ~(same | both_nan)
 
 
 def random_beyond(f, n, seed):
