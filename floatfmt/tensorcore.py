@@ -49,12 +49,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import eft
+from . import eft, fdpa
 from ._formats import Format, get_format
 from .rounding import round_values
 
 __all__ = ["TensorCoreModel", "tensorcore_models", "get_model", "tensorcore_product",
-           "fused_dot", "mma", "TF32_OPERANDS", "C_ENTRIES"]
+           "fused_dot", "mma", "block_scaled_mma", "get_block_model", "TF32_OPERANDS",
+           "C_ENTRIES"]
 
 TF32_OPERANDS = {"truncate": "toward_zero", "rne": "nearest_even", "rna": "nearest_away"}
 C_ENTRIES = ("aligned", "after")
@@ -85,6 +86,14 @@ class TensorCoreModel:
         ``"after"`` (the products are fused and rounded without c, then c is added by
         one round-to-nearest-even addition in the step format).
     description : free text (GPUs, sources, evidence).
+    algorithm : MMA-Sim's name of the step (``floatfmt.fdpa.ALGORITHMS``): ``"t_fdpa"``
+        (NVIDIA, the rule above), ``"e_fdpa"``, ``"ftz_addmul"``, ``"tr_fdpa"``,
+        ``"gtr_fdpa"`` (AMD CDNA1-3), ``"st_fdpa"``, ``"gst_fdpa"`` (Blackwell block-scaled).
+    F2, interleave, group_rounding, combine_rounding, c_cutoff, product_overflow, ftz :
+        parameters of the AMD steps (see ``floatfmt.fdpa``).
+    block_fmt, scale_fmt, scale_block, group : block-scaled models: the block format
+        (``"mxfp8_e4m3"``, ``"nvfp4"``), the scales' format (``"e8m0"`` or ``"fp8_e4m3"``
+        read as ue4m3), products per scale, products summed exactly before scaling (GST).
 
     >>> m = tensorcore_models()["h100/fp8_e4m3"]
     >>> m.F, m.L, m.step_fmt
@@ -104,12 +113,30 @@ class TensorCoreModel:
     overflow: str = "inf"
     c_entry: str = "aligned"
     description: str = ""
+    algorithm: str = "t_fdpa"
+    F2: int = 0
+    interleave: int = 1
+    group_rounding: str = "floor"
+    combine_rounding: str = "floor"
+    c_cutoff: int | None = None
+    product_overflow: bool = False
+    ftz: bool = False
+    block_fmt: str | None = None
+    scale_fmt: str | None = None
+    scale_block: int = 0
+    group: int = 1
 
     def __post_init__(self):
         if not isinstance(self.L, int) or self.L < 1:
             raise ValueError(f"L must be a positive integer, not {self.L!r}")
-        if self.fmt != "int8" and (not isinstance(self.F, int) or not 1 <= self.F <= 40):
+        if self.algorithm not in fdpa.ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {', '.join(fdpa.ALGORITHMS)}, "
+                             f"not {self.algorithm!r}")
+        uses_f = self.algorithm not in ("e_fdpa", "ftz_addmul")
+        if self.fmt != "int8" and uses_f and (not isinstance(self.F, int)
+                                              or not 1 <= self.F <= 40):
             raise ValueError(f"F must be an integer in 1..40, not {self.F!r}")
+        self._check_extra()
         if self.acc_fmt not in ("fp32", "fp16"):
             raise ValueError(f"acc_fmt must be 'fp32' or 'fp16', not {self.acc_fmt!r}")
         if self.tf32_operands not in TF32_OPERANDS:
@@ -122,6 +149,30 @@ class TensorCoreModel:
                              f"not {self.c_entry!r}")
         get_format(self.fmt)
         get_format(self.step_fmt or self.acc_fmt)
+
+    def _check_extra(self):
+        """Validate the fields of the AMD and block-scaled steps."""
+        for what in ("group_rounding", "combine_rounding"):
+            if getattr(self, what) not in fdpa.STEP_ROUNDINGS:
+                raise ValueError(f"{what} must be one of {', '.join(fdpa.STEP_ROUNDINGS)}, "
+                                 f"not {getattr(self, what)!r}")
+        if self.algorithm in ("tr_fdpa", "gtr_fdpa") and not self.F <= self.F2 <= 40:
+            raise ValueError(f"F2 must be an integer in F..40, not {self.F2!r}")
+        if not isinstance(self.interleave, int) or self.interleave < 1:
+            raise ValueError(f"interleave must be a positive integer, not {self.interleave!r}")
+        if self.c_cutoff is not None and (not isinstance(self.c_cutoff, int) or self.c_cutoff < 0):
+            raise ValueError(f"c_cutoff must be None or a non-negative integer, not {self.c_cutoff!r}")
+        scaled = self.algorithm in ("st_fdpa", "gst_fdpa")
+        if scaled != (self.scale_fmt is not None):
+            raise ValueError("scale_fmt is required by st_fdpa / gst_fdpa and only by them")
+        if scaled:
+            get_format(self.scale_fmt)
+            g = self.group
+            if not (isinstance(g, int) and g >= 1 and self.L % g == 0
+                    and isinstance(self.scale_block, int) and self.scale_block % g == 0
+                    and self.scale_block >= 1):
+                raise ValueError(f"group ({g!r}) must divide L ({self.L}) and scale_block "
+                                 f"({self.scale_block!r})")
 
     def replace(self, **changes) -> "TensorCoreModel":
         """A copy with some fields changed (``dataclasses.replace``)."""
@@ -177,10 +228,21 @@ def _build_presets() -> dict:
             out[f"{gpu}/{fmt}"] = TensorCoreModel(
                 name=f"{gpu}/{fmt}", fmt=fmt, F=F, L=L, step_fmt=step, c_entry=c_entry,
                 description=rest[1] if len(rest) > 1 else desc)
+    # AMD CDNA1-3 and Blackwell block-scaled presets: their fields are data in floatfmt.fdpa
+    for gpu, (desc, fields) in fdpa.EXTRA_GPUS.items():
+        for fmt, kw in fields.items():
+            out[f"{gpu}/{fmt}"] = TensorCoreModel(name=f"{gpu}/{fmt}", fmt=fmt,
+                                                  description=desc, **kw)
+    for gpu, (desc, fields) in fdpa.BLOCK_GPUS.items():
+        for bfmt, kw in fields.items():
+            out[f"{gpu}/{bfmt}"] = TensorCoreModel(name=f"{gpu}/{bfmt}", block_fmt=bfmt,
+                                                   description=desc, **kw)
     return out
 
 
 _PRESETS = _build_presets()
+_ALL_GPUS = {*_GPUS, *fdpa.EXTRA_GPUS, *fdpa.BLOCK_GPUS}
+_GPU_ALIASES.update(fdpa.EXTRA_ALIASES)
 
 
 def tensorcore_models() -> dict:
@@ -203,14 +265,15 @@ def get_model(model, fmt, acc_fmt="fp32") -> TensorCoreModel:
         name = model.strip().lower()
         gpu, _, given_fmt = name.partition("/")
         gpu = _GPU_ALIASES.get(gpu, gpu)
-        if gpu not in _GPUS:
-            valid = list(_GPUS) + list(_GPU_ALIASES)
+        if gpu not in _ALL_GPUS:
+            valid = sorted(_ALL_GPUS) + list(_GPU_ALIASES)
             close = difflib.get_close_matches(gpu, valid, n=3, cutoff=0.4)
             hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise ValueError(f"unknown tensor-core model {model!r}.{hint} "
                              f"Valid: {', '.join(valid)} (or a TensorCoreModel).")
         if given_fmt:
-            key_fmt = get_format(given_fmt).name
+            key_fmt = given_fmt if f"{gpu}/{given_fmt}" in _PRESETS else \
+                get_format(given_fmt).name
         key = f"{gpu}/{key_fmt}"
         if key not in _PRESETS:
             have = sorted(k.split("/")[1] for k in _PRESETS if k.startswith(gpu + "/"))
@@ -220,18 +283,24 @@ def get_model(model, fmt, acc_fmt="fp32") -> TensorCoreModel:
     else:
         raise TypeError(f"model must be a preset name or a TensorCoreModel, not "
                         f"{type(model).__name__}")
+    if m.block_fmt is not None:
+        raise ValueError(f"model {m.name} is block-scaled ({m.block_fmt}): call "
+                         "ff.block_scaled_matmul (or tensorcore.block_scaled_mma) with its "
+                         "operands and scales")
     if m.fmt != key_fmt:
         raise ValueError(f"model {m.name} takes {m.fmt} inputs, not {fmt.name}")
     acc = get_format(acc_fmt).name if acc_fmt is not None else "fp32"
     if acc != m.acc_fmt:
-        if acc == "fp16" and m.fmt in ("fp16", "fp8_e4m3", "fp8_e5m2"):
+        if acc == "fp16" and m.fmt in ("fp16", "fp8_e4m3", "fp8_e5m2") \
+                and m.algorithm == "t_fdpa":
             m = m.replace(acc_fmt="fp16", step_fmt=None, rounding="nearest_even",
                           name=m.name + "+fp16acc")
         elif m.fmt == "int8":
             pass  # int8 always accumulates exactly in int32
         else:
             raise ValueError(f"model {m.name}: acc_fmt must be 'fp32'"
-                             + (" or 'fp16'" if m.fmt in ("fp16", "fp8_e4m3", "fp8_e5m2") else "")
+                             + (" or 'fp16'" if m.fmt in ("fp16", "fp8_e4m3", "fp8_e5m2")
+                                and m.algorithm == "t_fdpa" else "")
                              + f", not {acc_fmt!r}")
     return m
 
@@ -260,7 +329,10 @@ def _align(v, scale):
 
 def _step(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format):
     """One step over the last axis of the products P (exponents EP) with accumulator c
-    (values of ``cfmt``), c entering where ``model.c_entry`` says."""
+    (values of ``cfmt``), c entering where ``model.c_entry`` says.  Steps other than
+    T-FDPA (AMD) are ``floatfmt.fdpa.step``."""
+    if model.algorithm in ("e_fdpa", "ftz_addmul", "tr_fdpa", "gtr_fdpa"):
+        return fdpa.step(P, EP, c, model, cfmt, ofmt)
     if model.c_entry == "aligned":
         return _fused(P, EP, c, model, cfmt, ofmt)
     s = _fused(P, EP, np.zeros(np.shape(c)), model, cfmt, ofmt)  # the products alone
@@ -317,6 +389,8 @@ def fused_dot(P, EP, model: TensorCoreModel, c=None):
     K = P.shape[-1]
     acc = np.zeros(P.shape[:-1]) if c is None else np.broadcast_to(np.asarray(c, np.float64),
                                                                      P.shape[:-1]).copy()
+    if model.ftz:
+        acc = fdpa.flush_to_plus_zero(acc, cfmt)
     for k0 in range(0, max(K, 1), model.L):
         if K == 0:
             break
@@ -338,6 +412,8 @@ def _cast_inputs(a, b, fmt, model, rounding, overflow, ftz, daz, rng):
     else:
         x = cast(a, in_fmt, rounding, overflow, ftz, daz, rng, dtype=np.float64)
         y = cast(b, in_fmt, rounding, overflow, ftz, daz, rng, dtype=np.float64)
+    if model.ftz:  # the unit flushes subnormal inputs to +0 (CDNA2)
+        x, y = fdpa.flush_to_plus_zero(x, in_fmt), fdpa.flush_to_plus_zero(y, in_fmt)
     return np.asarray(x, np.float64), np.asarray(y, np.float64), in_fmt
 
 
@@ -391,6 +467,8 @@ def _fast_ok(x, y, m: TensorCoreModel) -> bool:
     only matters when c is zero (it is at most the accumulator's and the step format's
     smallest normal exponent, as in every preset), within int16 reach."""
     floor = m.zero_exponent
+    if m.algorithm != "t_fdpa":  # the AMD steps run on the generic path
+        return False
     if m.c_entry == "aligned" and floor > min(get_format(m.acc_fmt).emin,
                                               m.output_format.emin):
         return False
@@ -611,6 +689,8 @@ def _accumulator_input(c, m: TensorCoreModel, out_shape):
             raise ValueError("mma: an int8 model's c must hold integers in the int32 range")
     else:
         cv = np.asarray(cast(c, m.acc_fmt, dtype=np.float64), np.float64)
+        if m.ftz:
+            cv = fdpa.flush_to_plus_zero(cv, get_format(m.acc_fmt))
     try:
         fits = np.broadcast_shapes(cv.shape, out_shape) == tuple(out_shape)
     except ValueError:
@@ -619,3 +699,73 @@ def _accumulator_input(c, m: TensorCoreModel, out_shape):
         raise ValueError(f"mma: c of shape {cv.shape} does not broadcast to the result shape "
                          f"{tuple(out_shape)}")
     return np.broadcast_to(cv, out_shape)
+
+
+def get_block_model(model, block_fmt: str | None = None) -> TensorCoreModel:
+    """A block-scaled model from a ``TensorCoreModel``, ``"b200/mxfp8_e4m3"``, or a GPU
+    name (``"b200"``, ``"b200_mxf4nvf4"``) and the block format (``"mxfp8_e4m3"``,
+    ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``, ``"mxfp4_e2m1"``, ``"nvfp4"``)."""
+    if isinstance(model, TensorCoreModel):
+        m = model
+    elif isinstance(model, str):
+        gpu, _, given = model.strip().lower().partition("/")
+        gpu = _GPU_ALIASES.get(gpu, gpu)
+        key = f"{gpu}/{given or (block_fmt or '').strip().lower()}"
+        if key not in _PRESETS or _PRESETS[key].block_fmt is None:
+            valid = sorted(k for k, v in _PRESETS.items() if v.block_fmt is not None)
+            close = difflib.get_close_matches(key, valid, n=3, cutoff=0.4)
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise ValueError(f"unknown block-scaled model {key!r}.{hint} Valid: "
+                             f"{', '.join(valid)} (or a TensorCoreModel).")
+        m = _PRESETS[key]
+    else:
+        raise TypeError(f"model must be a preset name or a TensorCoreModel, not "
+                        f"{type(model).__name__}")
+    if m.block_fmt is None:
+        raise ValueError(f"model {m.name} is not block-scaled (no scale_fmt)")
+    if block_fmt is not None and block_fmt.strip().lower() != m.block_fmt:
+        raise ValueError(f"model {m.name} takes {m.block_fmt} operands, not {block_fmt}")
+    return m
+
+
+def block_scaled_mma(a, a_scale, b, b_scale, c=0.0, model="b200", block_fmt=None):
+    """D = A.B + C on a block-scaled matrix unit (Blackwell ST-FDPA / GST-FDPA), the
+    block scales applied inside the instruction.
+
+    ``a``: (..., M, K) and ``b``: (..., K, N) element values (cast to the model's element
+    format, RNE); ``a_scale``: (..., M, ceil(K / B)) and ``b_scale``: (..., ceil(K / B), N)
+    scale values, one per B = ``model.scale_block`` consecutive elements along K (the
+    layout ``ff.quantize(a, "mxfp8_e4m3", axis=-1).scale`` and ``axis=-2`` give);
+    ``c``: the fp32 accumulator input, broadcast to (..., M, N).  The sign of a scale is
+    ignored (ue8m0 / ue4m3); a NaN scale gives NaN.
+
+    ST-FDPA (``group == 1``): each product a*b*|s_a|*|s_b| has the exponent
+    e_a + e_b + e(s_a) + e(s_b); GST-FDPA (``group == G``): each sum of G products,
+    times |s_a|*|s_b|, has the exponent e(s_a) + e(s_b).  Those terms then go through
+    T-FDPA steps (``L / group`` terms and c per step, F bits, RZ to fp32) in K order.
+    Returns the float64 values of the fp32 result.  ``ff.block_scaled_matmul`` does
+    the quantisation and NVFP4's per-tensor scale.
+
+    >>> a, b = [[1.0, 2.0**-24]], [[1.0], [1.0]]          # e4m3 elements, k = 2
+    >>> s1 = [[1.0]]                                      # ue8m0 scales 2**0
+    >>> float(block_scaled_mma(a, s1, b, s1, 0.0, "b200", "mxfp8_e4m3")[0, 0])
+    1.0
+    """
+    from ._cast import cast
+    m = get_block_model(model, block_fmt)
+    elem, sfmt = get_format(m.fmt), get_format(m.scale_fmt or "e8m0")
+    x = np.asarray(cast(a, elem, dtype=np.float64), np.float64)
+    y = np.asarray(cast(b, elem, dtype=np.float64), np.float64)
+    sx, sy = np.asarray(a_scale, np.float64), np.asarray(b_scale, np.float64)
+    if x.ndim < 2 or y.ndim < 2 or x.shape[-1] != y.shape[-2]:
+        raise ValueError(f"block_scaled_mma: shapes {x.shape} and {y.shape} do not align "
+                         "as (..., M, K) and (..., K, N)")
+    nb = -(-x.shape[-1] // m.scale_block)
+    if sx.shape != x.shape[:-1] + (nb,) or sy.shape != y.shape[:-2] + (nb, y.shape[-1]):
+        raise ValueError(f"block_scaled_mma: scales of shapes {sx.shape} and {sy.shape}; "
+                         f"{m.name} needs {x.shape[:-1] + (nb,)} and "
+                         f"{y.shape[:-2] + (nb, y.shape[-1])} (one per {m.scale_block} along K)")
+    out_shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
+    cv = _accumulator_input(c, m, out_shape)
+    T, ET = fdpa.scaled_terms(x, sx, y, sy, elem, sfmt, m.scale_block, m.group)
+    return fused_dot(T, ET, m.replace(L=m.L // m.group, group=1), cv)  # terms per step

@@ -129,7 +129,7 @@ _PAIRS = [((0,), (0,)), ((3, 0), (0, 4)), ((0, 3), (3, 4)), ((3, 4), (4, 0)), ((
           ((2, 0), (3, 0, 5)), ((4, 1, 3, 0), (2, 0, 5))]
 _DOT_PAIRS = [((0,), (0,)), ((3, 0), (3, 0)), ((0, 3), (0, 3)), ((2, 0, 4), (4,)),
               ((0, 5), (5,))]
-_MODELS = [tuple(k.split("/")) for k in tensorcore_models()]
+_MODELS = [tuple(k.split("/")) for k, m in tensorcore_models().items() if m.block_fmt is None]
 
 
 def _product_case(kind, sa, sb, dtype, fmt, **kw):
@@ -382,6 +382,21 @@ def _mma_driver(shape, dtype):
             _zeros(r)
 
 
+def _block_scaled_mma_driver(shape, dtype):
+    """Block-scaled D = A.B + C with no products (K = 0) is C; M or N = 0 gives an empty D."""
+    from floatfmt.tensorcore import block_scaled_mma
+    if shape != (0,):
+        return
+    for name, m in tensorcore_models().items():
+        if m.block_fmt is None:
+            continue
+        for M, K, N in ((3, 0, 4), (0, 32, 4), (3, 32, 0)):
+            nb = -(-K // m.scale_block)
+            r = block_scaled_mma(_arr((M, K), dtype), np.ones((M, nb)), _arr((K, N), dtype),
+                                 np.ones((nb, N)), np.full((M, N), 3.0), m)
+            assert r.shape == (M, N) and (r == 3.0).all(), (name, M, K, N)
+
+
 def _packing_driver(shape, dtype):
     for fmt in ("fp4_e2m1", "fp6_e3m2", "fp8_e4m3", "int4", "uint8"):
         f = get_format(fmt)
@@ -442,7 +457,7 @@ CASES = {
     "compare_quantization": _compare_quantization_driver,
     "DelayedScaling": _delayed_scaling_driver, "LossScaler": _loss_scaler_driver,
     "mx_shared_exponent": _mx_exponent_driver,
-    "mma": _mma_driver,
+    "mma": _mma_driver, "block_scaled_mma": _block_scaled_mma_driver,
     "pack": _packing_driver, "unpack": _packing_driver, "packed_nbytes": _packing_driver,
     "PackedTensor": _packing_driver,
     "recipe_matmul": _recipe_driver, "BlockFP8Recipe": _recipe_driver,
@@ -461,6 +476,7 @@ NO_ARRAY_INPUT = {
     "master_weights_demo": "takes scalars (a fixed demonstration)",
     "C_ENTRIES": "a constant", "BITORDERS": "a constant", "RECIPES": "a constant",
     "PROMOTIONS": "a constant", "get_recipe": "takes a recipe name",
+    "get_block_model": "takes a model name",
 }
 
 

@@ -36,6 +36,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.fparray": "arithmetic",
     "floatfmt.accumulate": "arithmetic",
     "floatfmt.tensorcore": "arithmetic",
+    "floatfmt.fdpa": "arithmetic",
     # lab: quantisation, block scaling, loss scaling, training
     "floatfmt.scaling": "lab",
     "floatfmt.training": "lab",

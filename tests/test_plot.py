@@ -164,7 +164,7 @@ def test_precision_probe_survives_exactly_while_d_le_F():
     from floatfmt.tensorcore import tensorcore_models
     checked = 0
     for name, m in tensorcore_models().items():
-        if m.fmt == "int8":
+        if m.fmt == "int8" or m.algorithm != "t_fdpa":  # AMD / block-scaled: test_matrixunits
             continue
         ds = np.arange(max(m.F - 6, 2), m.F + 5)
         r = plot.precision_probe(m, m.fmt, ds)

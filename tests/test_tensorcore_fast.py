@@ -24,7 +24,7 @@ PRESETS = tensorcore_models()
 
 def _models():
     out = []
-    for name in sorted(k for k, m in PRESETS.items() if m.fmt != "int8"):
+    for name in sorted(k for k, m in PRESETS.items() if m.fmt != "int8" and m.algorithm == "t_fdpa"):
         m = PRESETS[name]
         out.append((name, m))
         out.append((name + "~flip", m.replace(c_entry="after" if m.c_entry == "aligned"
