@@ -40,6 +40,7 @@ _LAZY = {
     "compare_quantization": "scaling", "quantization_error": "scaling", "QuantizedTensor": "scaling", "master_weights_demo": "scaling",
     # block-scaled FP8 GEMM recipes (DeepSeek-V3)
     "recipe_matmul": "recipes", "BlockFP8Recipe": "recipes",
+    "block_scaled_matmul": "recipes",
 }
 
 __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",

@@ -46,9 +46,10 @@ import numpy as np
 from ._cast import cast
 from .ops import add, fma, mul
 from .scaling import QuantizedTensor, quantize
-from .tensorcore import get_model, tensorcore_product
+from .tensorcore import block_scaled_mma, get_block_model, get_model, tensorcore_product
 
-__all__ = ["BlockFP8Recipe", "RECIPES", "get_recipe", "recipe_matmul", "PROMOTIONS"]
+__all__ = ["BlockFP8Recipe", "RECIPES", "get_recipe", "recipe_matmul", "PROMOTIONS",
+           "block_scaled_matmul"]
 
 #: How a chunk's partial sum joins the FP32 accumulator (see the module docstring).
 PROMOTIONS = ("separate", "fma")
@@ -182,3 +183,62 @@ def recipe_matmul(x, w, recipe="deepseek_v3", *, quantized=None) -> np.ndarray:
             acc = fma(partial, mul(s_a, s_w, "fp32"), acc, "fp32")
     acc = np.asarray(acc, np.float64)
     return acc if r.out_fmt == "fp32" else np.asarray(cast(acc, r.out_fmt), np.float64)
+
+
+def _blocked_operand(q, fmt, axis: int, what: str) -> QuantizedTensor:
+    """q quantised with fmt along ``axis`` (-1 for A, -2 for B), or q itself, checked."""
+    if not isinstance(q, QuantizedTensor):
+        if fmt is None:
+            raise ValueError("block_scaled_matmul: give fmt (e.g. 'mxfp8_e4m3', 'nvfp4') or "
+                             "QuantizedTensor operands")
+        q = quantize(q, fmt, axis=axis)
+    nd = q.elements.ndim
+    if q.granularity != "block" or nd < 2 or q.axis != nd + axis:
+        raise ValueError(f"block_scaled_matmul: {what} must be an MX / NVFP4 tensor blocked "
+                         f"along its K axis ({axis}), not {q!r}")
+    if fmt is not None and q.fmt != str(fmt).strip().lower():
+        raise ValueError(f"block_scaled_matmul: {what} is {q.fmt}, not {fmt}")
+    return q
+
+
+def block_scaled_matmul(a, b, fmt=None, model="b200", c=None) -> np.ndarray:
+    """``a @ b (+ c)`` on a block-scaled matrix unit: Blackwell MXFP8 / MXFP6 / MXFP4 /
+    NVFP4 MMA, with the block scales applied inside the instruction.
+
+    ``a`` (..., M, K) and ``b`` (..., K, N) are arrays, quantised here with
+    ``ff.quantize(a, fmt, axis=-1)`` and ``ff.quantize(b, fmt, axis=-2)`` (blocks run
+    along K, one scale per row of A and per column of B for each block), or
+    ``QuantizedTensor`` operands already quantised that way.  ``fmt``: ``"mxfp8_e4m3"``,
+    ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``, ``"mxfp4_e2m1"`` or ``"nvfp4"``.
+    ``model``: ``"b200"`` (``kind::mxf8f6f4``, ST-FDPA, for the MX formats;
+    ``kind::mxf4nvf4``, GST-FDPA, for NVFP4), ``"b200_mxf4nvf4"`` (GST-FDPA for MXFP4
+    too), a preset name such as ``"b200/mxfp8_e4m3"`` or a ``TensorCoreModel``; see
+    ``floatfmt.tensorcore.block_scaled_mma`` for the arithmetic.  ``c``: the fp32
+    accumulator input of the unit (None: +0).
+
+    NVFP4's per-tensor fp32 scales are not part of the instruction: the result is
+    multiplied by ``fp32(ts_a * ts_b)`` in one fp32 round-to-nearest-even multiply (an
+    epilogue alpha, as cuBLASLt applies it; a choice, unconfirmed).  Returns float64
+    values of the fp32 result.
+
+    Below, K = 64: ones times 32 halves and 32 values 1 + 2**-3, every block's scale 1;
+    the fused sum 16 + 36 is exact.
+
+    >>> import numpy as np
+    >>> a = np.ones((1, 64)); b = np.full((64, 1), 1 + 2**-3); b[::2] = 0.5
+    >>> float(block_scaled_matmul(a, b, "mxfp8_e4m3")[0, 0])
+    52.0
+    """
+    qa = _blocked_operand(a, fmt, -1, "a")
+    qb = _blocked_operand(b, fmt, -2, "b")
+    if qa.fmt != qb.fmt:
+        raise ValueError(f"block_scaled_matmul: a is {qa.fmt} and b is {qb.fmt}; the unit "
+                         "takes one block format for both here")
+    m = get_block_model(model, qa.fmt)
+    r = block_scaled_mma(qa.elements, qa.scale, qb.elements, qb.scale,
+                         0.0 if c is None else c, m)
+    if qa.tensor_scale is not None or qb.tensor_scale is not None:
+        ts = mul(qa.tensor_scale if qa.tensor_scale is not None else 1.0,
+                 qb.tensor_scale if qb.tensor_scale is not None else 1.0, "fp32")
+        r = mul(r, ts, "fp32")
+    return np.asarray(r, np.float64)

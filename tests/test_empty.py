@@ -395,6 +395,10 @@ def _block_scaled_mma_driver(shape, dtype):
             r = block_scaled_mma(_arr((M, K), dtype), np.ones((M, nb)), _arr((K, N), dtype),
                                  np.ones((nb, N)), np.full((M, N), 3.0), m)
             assert r.shape == (M, N) and (r == 3.0).all(), (name, M, K, N)
+    for fmt in ("mxfp8_e4m3", "nvfp4"):
+        for M, K, N in ((0, 32, 4), (3, 32, 0)):
+            r = ff.block_scaled_matmul(_arr((M, K), dtype), _arr((K, N), dtype), fmt)
+            assert r.shape == (M, N), (fmt, M, K, N)
 
 
 def _packing_driver(shape, dtype):
@@ -458,6 +462,7 @@ CASES = {
     "DelayedScaling": _delayed_scaling_driver, "LossScaler": _loss_scaler_driver,
     "mx_shared_exponent": _mx_exponent_driver,
     "mma": _mma_driver, "block_scaled_mma": _block_scaled_mma_driver,
+    "block_scaled_matmul": _block_scaled_mma_driver,
     "pack": _packing_driver, "unpack": _packing_driver, "packed_nbytes": _packing_driver,
     "PackedTensor": _packing_driver,
     "recipe_matmul": _recipe_driver, "BlockFP8Recipe": _recipe_driver,

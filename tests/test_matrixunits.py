@@ -317,6 +317,47 @@ def test_gst_fdpa_alignment_exponent_comes_from_the_scales():
     assert _bs(a2, b, s, s, 0.0, "b200/nvfp4") == 2.0 ** -20
 
 
+# ----------------------------------------------------------------------------- the public call
+@pytest.mark.parametrize("fmt,model", [("mxfp8_e4m3", "b200"), ("mxfp6_e2m3", "b200"),
+                                       ("mxfp4_e2m1", "b200"), ("mxfp4_e2m1", "b200_mxf4nvf4"),
+                                       ("nvfp4", "b200")])
+def test_block_scaled_matmul_quantizes_along_k_and_equals_slow_model(fmt, model):
+    rng = np.random.default_rng(zlib.crc32(fmt.encode()))
+    A = rng.standard_normal((5, 100)) * np.ldexp(1.0, rng.integers(-12, 12, (5, 100)))
+    B = rng.standard_normal((100, 4)) * np.ldexp(1.0, rng.integers(-12, 12, (100, 4)))
+    C = rng.standard_normal((5, 4))
+    got = ff.block_scaled_matmul(A, B, fmt, model=model, c=C)
+    qa, qb = ff.quantize(A, fmt, axis=-1), ff.quantize(B, fmt, axis=-2)
+    assert np.array_equal(got, ff.block_scaled_matmul(qa, qb, model=model, c=C))
+    m = get_block_model(model, fmt)
+    cf = np.asarray(ff.cast(C, "fp32"), np.float64)
+    for i in range(5):
+        for j in range(4):
+            r = slow.dot(qa.elements[i], qb.elements[:, j], m, cf[i, j], qa.scale[i],
+                         qb.scale[:, j])
+            if fmt == "nvfp4":  # the per-tensor scales: one fp32 multiply after the unit
+                ts = slow.to_fp32(slow.Fraction(qa.tensor_scale) * slow.Fraction(qb.tensor_scale),
+                                  "rne")
+                r = slow.to_fp32(slow.Fraction(r) * slow.Fraction(ts), "rne")
+            assert _same(got[i, j], r), (i, j, got[i, j], r)
+
+
+def test_block_scaled_matmul_errors():
+    A, B = np.ones((2, 64)), np.ones((64, 3))
+    with pytest.raises(ValueError, match="fmt"):
+        ff.block_scaled_matmul(A, B)
+    with pytest.raises(ValueError, match="K axis"):
+        ff.block_scaled_matmul(ff.quantize(A, "mxfp8_e4m3", axis=0), B, "mxfp8_e4m3")
+    with pytest.raises(ValueError, match="mxfp6_e2m3"):
+        ff.block_scaled_matmul(ff.quantize(A, "mxfp8_e4m3"), ff.quantize(B, "mxfp6_e2m3", axis=0))
+    with pytest.raises(ValueError, match="Did you mean"):
+        ff.block_scaled_matmul(A, B, "mxfp8_e4m3", model="b20")
+    with pytest.raises(ValueError, match="shapes"):
+        block_scaled_mma(A, np.ones((2, 1)), B, np.ones((2, 3)), 0.0, "b200", "mxfp8_e4m3")
+    with pytest.raises(ValueError, match="takes mxfp8_e4m3"):
+        get_block_model("b200/mxfp8_e4m3", "nvfp4")
+
+
 # ----------------------------------------------------------------------------- random vs slow
 def _random(fmt, shape, rng, wide=False):
     """Values of fmt (tf32: fp32 values) with exponents over +-20 binades (wide: +-70),
