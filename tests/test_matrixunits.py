@@ -317,6 +317,33 @@ def test_gst_fdpa_alignment_exponent_comes_from_the_scales():
     assert _bs(a2, b, s, s, 0.0, "b200/nvfp4") == 2.0 ** -20
 
 
+@pytest.mark.parametrize("block_fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2",
+                                       "mxfp4_e2m1", "nvfp4"])
+def test_gpu_blockscaled_probes_give_the_reference_values(block_fmt):
+    """The probes the GPU capture sends to a B200 (floatfmt.gpu.probes): the preset gives
+    the value the reference's description predicts for each (meta["expect"])."""
+    from floatfmt.gpu.probes import blockscaled_probes
+    probes = blockscaled_probes(block_fmt)
+    kinds = {p.kind for p in probes}
+    assert {"cprec", "special"} <= kinds and len(probes) >= 10
+    for p in probes:
+        m = PRESETS[p.meta["model"]]
+        assert m.block_fmt == block_fmt
+        r = _bs(p.a.tolist(), p.b.tolist(), p.meta["a_scale"].tolist(),
+                p.meta["b_scale"].tolist(), 0.0, m)
+        assert _same(r, p.meta["expect"]), (p.name, r, p.meta["expect"])
+        # the slow model agrees
+        ref = slow.dot(p.a, p.b, m, 0.0, p.meta["a_scale"], p.meta["b_scale"])
+        assert _same(ref, p.meta["expect"]), (p.name, ref)
+    # the c-precision probes tell where c enters: "after" (an RNE addition) would turn
+    # the d = 25 result of ST-FDPA into 1
+    if block_fmt.startswith("mxfp8"):
+        p25 = next(p for p in probes if p.name == "cprec_d25")
+        assert p25.meta["expect"] == 1.0 - 2.0 ** -24
+    with pytest.raises(ValueError, match="nvfp4"):
+        blockscaled_probes("nvfp8")
+
+
 # ----------------------------------------------------------------------------- the public call
 @pytest.mark.parametrize("fmt,model", [("mxfp8_e4m3", "b200"), ("mxfp6_e2m3", "b200"),
                                        ("mxfp4_e2m1", "b200"), ("mxfp4_e2m1", "b200_mxf4nvf4"),

@@ -15,6 +15,9 @@ cannot be recomputed:
   which cuBLAS promotes partial sums into fp32.
 - ``random_operands(seed, fmt, m, k, n)``: operand codes drawn from PCG64's
   raw output (defined by the algorithm, so stable across numpy versions).
+- ``blockscaled_probes(block_fmt)``: Blackwell block-scaled MMA probes (MXFP8 / MXFP6
+  / MXFP4 / NVFP4), each with its block scales and the value the reference's
+  description of ST-FDPA / GST-FDPA predicts (``meta["expect"]``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from .._formats import Format, get_format
 __all__ = ["NAN_PAYLOADS_F32", "f32_codes", "f32_values", "f32_step", "structured_cast_inputs",
            "all_codes", "tf32_operand_values", "Probe", "split_product", "gemm_probes",
            "promotion_probes", "random_operands", "operand_codes", "operand_values",
-           "storage_format", "exponent_range", "diagnose_probes", "DEFAULT_BLOCKS"]
+           "storage_format", "exponent_range", "diagnose_probes", "DEFAULT_BLOCKS",
+           "BLOCKSCALED_PRESETS", "blockscaled_probes"]
 
 # float32 NaNs with several payloads: quiet, signalling, all ones, both signs.
 NAN_PAYLOADS_F32 = (0x7FC00000, 0x7FC00001, 0x7FC01000, 0x7FE00000, 0x7FFFFFFF, 0x7F800001,
@@ -408,4 +412,109 @@ def diagnose_probes(names, kinds, params, results, k: int, metas=None) -> dict:
         if kd == "promotion":
             out.setdefault("promotion_lost", {})[int(p)] = (
                 int(round(2.0 ** 14 + (k - 1) - r[n])) if np.isfinite(r[n]) else None)
+    return out
+
+
+# Block format -> (the B200 preset whose instruction torch / cuBLAS picks for it, F, L,
+# scale block, elements summed exactly before scaling), from the reference (sections 3-4).
+BLOCKSCALED_PRESETS = {
+    "mxfp8_e4m3": ("b200/mxfp8_e4m3", 25, 32, 32, 1),
+    "mxfp8_e5m2": ("b200/mxfp8_e5m2", 25, 32, 32, 1),
+    "mxfp6_e2m3": ("b200/mxfp6_e2m3", 25, 32, 32, 1),
+    "mxfp6_e3m2": ("b200/mxfp6_e3m2", 25, 32, 32, 1),
+    "mxfp4_e2m1": ("b200_mxf4nvf4/mxfp4_e2m1", 35, 64, 32, 16),
+    "nvfp4": ("b200/nvfp4", 35, 64, 16, 16),
+}
+
+
+def _bs_probe(probes, name, kind, param, k, blk, terms, sa, sb, expect, note, model):
+    """A block-scaled probe: ``terms`` = [(position, a value, b value)], scales per block."""
+    a, b = np.zeros(k), np.zeros(k)
+    for pos, x, y in terms:
+        a[pos], b[pos] = x, y
+    nb = k // blk
+    sa_full, sb_full = np.ones(nb), np.ones(nb)
+    for i, v in sa.items():
+        sa_full[i] = v
+    for i, v in sb.items():
+        sb_full[i] = v
+    probes.append(Probe(name, kind, param, a, b, note,
+                        {"a_scale": sa_full, "b_scale": sb_full, "expect": float(expect),
+                         "model": model, "block": blk}))
+
+
+def blockscaled_probes(block_fmt: str) -> list[Probe]:
+    """Probes of the Blackwell block-scaled MMA for ``block_fmt`` (``"mxfp8_e4m3"``,
+    ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``, ``"mxfp4_e2m1"``, ``"nvfp4"``).
+
+    Each is one dot product: ``a``, ``b`` (element values, K long), ``meta["a_scale"]``,
+    ``meta["b_scale"]`` (one scale per ``meta["block"]`` elements) and ``meta["expect"]``,
+    the result the reference's description gives (ST-FDPA: k = 32, F = 25; GST-FDPA:
+    k = 64, groups of 16 exact, alignment exponent from the scales, F = 35; c aligned
+    as a term; RZ to fp32); ``meta["model"]`` names the preset.
+
+    - ``cprec_d``: K = 2 steps.  ST: step 1 leaves c = 1, step 2 adds -2**-d (an element
+      -1 scaled by 2**-d): c is aligned with it, so 1 - 2**-d survives while d <= F and
+      RZ gives ``1 - 2**-min(d, 24)``; past F the result is 1.  (Were c added after the
+      products by an RNE addition, d = 25 would give 1.)  GST: c = 36 * 2**16 (exponent
+      21) from step 1, step 2 adds -2**-d: kept while 21 + d <= F (d <= 14), RZ gives
+      c - 0.25, else c.
+    - ``precision_d`` (MXFP8 only: the elements must span the range): products 2**14,
+      -2**14, 2**(14-d) in one step: 2**(14-d) iff d <= 25.
+    - ``scale_nan``: a NaN scale gives NaN.
+    - GST ``group_exact``: one group 6*6 - 6*6 + 0.5*0.5 = 0.25 exactly, plus 1 * 1 with
+      scales 2**-9 * 2**-9 in another block: 0.25 + 2**-18.  ``scale_exponent``: two
+      groups +-0.25 * 2**16 (scales 2**8, alignment exponent 16) cancel; a third,
+      0.25 * 2**-18 (half a unit of 2**(16-35)), is cut: +0 (aligned by the values it
+      would be 2**-20).  ``ue4m3_sign`` (NVFP4): a scale -1.5 counts as 1.5.
+
+    >>> [p.name for p in blockscaled_probes("nvfp4")][:2]
+    ['cprec_d10', 'cprec_d11']
+    """
+    key = block_fmt.strip().lower()
+    if key not in BLOCKSCALED_PRESETS:
+        raise ValueError(f"no block-scaled probes for {block_fmt!r}. Valid: "
+                         f"{', '.join(BLOCKSCALED_PRESETS)}.")
+    model, F, L, blk, group = BLOCKSCALED_PRESETS[key]
+    out: list[Probe] = []
+    k2 = 2 * L
+    if group == 1:  # ST-FDPA
+        for d in range(20, 29):
+            want = 1.0 - 2.0 ** -min(d, 24) if d <= F else 1.0
+            _bs_probe(out, f"cprec_d{d}", "cprec", d, k2, blk, [(0, 1.0, 1.0), (L, -1.0, 1.0)],
+                      {L // blk: 2.0 ** -d}, {}, want, "c = 1 from step 1, aligned with -2^-d",
+                      model)
+        if key.startswith("mxfp8"):
+            elem = "fp8_e4m3" if key == "mxfp8_e4m3" else "fp8_e5m2"
+            for d in range(20, 29):
+                prods = [2.0 ** 14, -(2.0 ** 14), 2.0 ** (14 - d)]
+                pairs = [split_product(p, elem) for p in prods]
+                if any(pr is None for pr in pairs):
+                    continue
+                terms = [(i, pr[0], pr[1]) for i, pr in enumerate(pairs) if pr is not None]
+                _bs_probe(out, f"precision_d{d}", "precision", d, L, blk, terms, {}, {},
+                          2.0 ** (14 - d) if d <= F else 0.0, "2^(14-d) survives iff d <= F",
+                          model)
+    else:  # GST-FDPA
+        c0 = 36.0 * 2.0 ** 16
+        for d in range(10, 19):
+            sa_, sb_ = 2.0 ** -(d - d // 2), 2.0 ** -(d // 2)
+            _bs_probe(out, f"cprec_d{d}", "cprec", d, k2, blk, [(0, 6.0, 6.0), (L, -1.0, 1.0)],
+                      {0: 2.0 ** 8, L // blk: sa_}, {0: 2.0 ** 8, L // blk: sb_},
+                      c0 - 0.25 if -d >= 21 - F else c0,  # c0 = 1.125 * 2**21
+                      "c = 36 * 2^16 from step 1, then -2^-d", model)
+        _bs_probe(out, "group_exact", "group", 0, L, blk,
+                  [(0, 6.0, 6.0), (1, -6.0, 6.0), (2, 0.5, 0.5), (32, 1.0, 1.0)],
+                  {32 // blk: 2.0 ** -9}, {32 // blk: 2.0 ** -9}, 0.25 + 2.0 ** -18,
+                  "a group of 16 products is summed exactly", model)
+        _bs_probe(out, "scale_exponent", "group", 1, L, blk,
+                  [(0, 0.5, 0.5), (16, -0.5, 0.5), (32, 0.5, 0.5)],
+                  {0: 2.0 ** 8, 16 // blk: 2.0 ** 8, 32 // blk: 2.0 ** -9},
+                  {0: 2.0 ** 8, 16 // blk: 2.0 ** 8, 32 // blk: 2.0 ** -9}, 0.0,
+                  "groups are aligned by their scales' exponents", model)
+        if key == "nvfp4":
+            _bs_probe(out, "ue4m3_sign", "special", 0, L, blk, [(0, 1.0, 1.0)], {0: -1.5}, {},
+                      1.5, "the sign bit of a ue4m3 scale is ignored", model)
+    _bs_probe(out, "scale_nan", "special", 1, L, blk, [(0, 1.0, 1.0)], {0: np.nan}, {},
+              np.nan, "a NaN scale gives NaN", model)
     return out
