@@ -482,6 +482,8 @@ NO_ARRAY_INPUT = {
     "C_ENTRIES": "a constant", "BITORDERS": "a constant", "RECIPES": "a constant",
     "PROMOTIONS": "a constant", "get_recipe": "takes a recipe name",
     "get_block_model": "takes a model name",
+    "BlockFormat": "a block-format description", "BlockFormatInfo": "a record",
+    "block_formats": "no arguments", "get_block_format": "takes a block-format name",
 }
 
 
