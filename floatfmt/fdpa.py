@@ -297,11 +297,12 @@ _BLACKWELL_NOTE = (
     "B200; shared/reference/matrix_units_and_formats.md sections 3-4). The exponent a zero term "
     "gets (-126, MMA-Sim's) is unconfirmed when every other term is tiny: zero_exponent is a "
     "parameter. Not yet measured by floatfmt's own GPU capture (probes in floatfmt.gpu.probes).")
-_ST: dict[str, Any] = dict(algorithm="st_fdpa", F=25, L=32, zero_exponent=-126, scale_fmt="e8m0",
-           scale_block=32)
-_GST: dict[str, Any] = dict(algorithm="gst_fdpa", F=35, L=64, zero_exponent=-126, group=16, fmt="fp4_e2m1")
+_ST: dict[str, Any] = dict(algorithm="st_fdpa", F=25, L=32, zero_exponent=-126)
+_GST: dict[str, Any] = dict(algorithm="gst_fdpa", F=35, L=64, zero_exponent=-126, group=16)
 
-#: Block-scaled presets: gpu -> (description, {block format: TensorCoreModel fields}).
+#: Block-scaled presets: gpu -> (description, {block format: TensorCoreModel fields}).  The
+#: element format, scale format and scale block come from the block-format registry
+#: (``ff.get_block_format``).
 BLOCK_GPUS: PresetTable = {
     "b200": ("NVIDIA B200 (Blackwell) block-scaled MMA. MXFP8 / MXFP6 / MXFP4: tcgen05.mma "
              "kind::mxf8f6f4, ST-FDPA: k = 32, one ue8m0 scale per row of A and column of B "
@@ -312,15 +313,12 @@ BLOCK_GPUS: PresetTable = {
              "scales' exponents alone, T-FDPA of the 4 group terms and c with F = 35, RZ to "
              "fp32; Inf handling on that path is unconfirmed. NVFP4's per-tensor fp32 scale "
              "is not part of the instruction. " + _BLACKWELL_NOTE,
-             {"mxfp8_e4m3": dict(_ST, fmt="fp8_e4m3"), "mxfp8_e5m2": dict(_ST, fmt="fp8_e5m2"),
-              "mxfp6_e2m3": dict(_ST, fmt="fp6_e2m3"), "mxfp6_e3m2": dict(_ST, fmt="fp6_e3m2"),
-              "mxfp4_e2m1": dict(_ST, fmt="fp4_e2m1"),
-              "nvfp4": dict(_GST, scale_fmt="fp8_e4m3", scale_block=16)}),
+             {"mxfp8_e4m3": _ST, "mxfp8_e5m2": _ST, "mxfp6_e2m3": _ST, "mxfp6_e3m2": _ST,
+              "mxfp4_e2m1": _ST, "nvfp4": _GST}),
     "b200_mxf4nvf4": ("NVIDIA B200 (Blackwell) tcgen05.mma kind::mxf4nvf4 (GST-FDPA, k = 64, "
                       "G = 16, F = 35, RZ to fp32): MXFP4 with ue8m0 scales per 32, NVFP4 with "
                       "ue4m3 scales per 16. " + _BLACKWELL_NOTE,
-                      {"mxfp4_e2m1": dict(_GST, scale_fmt="e8m0", scale_block=32),
-                       "nvfp4": dict(_GST, scale_fmt="fp8_e4m3", scale_block=16)}),
+                      {"mxfp4_e2m1": _GST, "nvfp4": _GST}),
 }
 
 

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import eft, fdpa
+from ._block_formats import get_block_format, is_block_format
 from ._formats import Format, get_format
 from .rounding import round_values
 
@@ -235,8 +236,10 @@ def _build_presets() -> dict:
                                                   description=desc, **kw)
     for gpu, (desc, fields) in fdpa.BLOCK_GPUS.items():
         for bfmt, kw in fields.items():
-            out[f"{gpu}/{bfmt}"] = TensorCoreModel(name=f"{gpu}/{bfmt}", block_fmt=bfmt,
-                                                   description=desc, **kw)
+            bf = get_block_format(bfmt)  # elements, scales and block size from the registry
+            out[f"{gpu}/{bfmt}"] = TensorCoreModel(
+                name=f"{gpu}/{bfmt}", fmt=bf.element, block_fmt=bfmt, scale_fmt=bf.scale,
+                scale_block=bf.block_size, description=desc, **kw)
     return out
 
 
@@ -257,6 +260,9 @@ def tensorcore_models() -> dict:
 def get_model(model, fmt, acc_fmt="fp32") -> TensorCoreModel:
     """Resolve ``model`` (a ``TensorCoreModel``, ``"h100"`` or ``"h100/bf16"``) for inputs
     of ``fmt`` and an accumulator ``acc_fmt`` (``"fp32"`` or ``"fp16"``)."""
+    if isinstance(fmt, str) and is_block_format(fmt):
+        raise ValueError(f"{fmt!r} is a block format: its scales are applied inside the "
+                         "unit; call ff.block_scaled_matmul(a, b, fmt, model=...)")
     fmt = get_format(fmt)
     key_fmt = "tf32" if fmt.name in ("tf32", "fp32") else fmt.name
     if isinstance(model, TensorCoreModel):
@@ -710,7 +716,10 @@ def get_block_model(model, block_fmt: str | None = None) -> TensorCoreModel:
     elif isinstance(model, str):
         gpu, _, given = model.strip().lower().partition("/")
         gpu = _GPU_ALIASES.get(gpu, gpu)
-        key = f"{gpu}/{given or (block_fmt or '').strip().lower()}"
+        bname = given or (block_fmt or "").strip().lower()
+        if is_block_format(bname):
+            bname = get_block_format(bname).name
+        key = f"{gpu}/{bname}"
         if key not in _PRESETS or _PRESETS[key].block_fmt is None:
             valid = sorted(k for k, v in _PRESETS.items() if v.block_fmt is not None)
             close = difflib.get_close_matches(key, valid, n=3, cutoff=0.4)
@@ -723,6 +732,8 @@ def get_block_model(model, block_fmt: str | None = None) -> TensorCoreModel:
                         f"{type(model).__name__}")
     if m.block_fmt is None:
         raise ValueError(f"model {m.name} is not block-scaled (no scale_fmt)")
+    if block_fmt is not None and is_block_format(block_fmt):
+        block_fmt = get_block_format(block_fmt).name
     if block_fmt is not None and block_fmt.strip().lower() != m.block_fmt:
         raise ValueError(f"model {m.name} takes {m.block_fmt} operands, not {block_fmt}")
     return m

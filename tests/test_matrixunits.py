@@ -88,7 +88,15 @@ def test_names_resolve_and_unknown_names_teach():
         get_model("mi300", "fp16", "fp16")  # MFMA accumulates in fp32 only
     with pytest.raises(ValueError, match="block-scaled"):
         ff.matmul(np.ones((2, 2)), np.ones((2, 2)), "fp8_e4m3", model="b200/mxfp8_e4m3")
+    with pytest.raises(ValueError, match="block_scaled_matmul"):
+        ff.matmul(np.ones((2, 2)), np.ones((2, 2)), "mxfp8_e4m3", model="b200")
     assert get_block_model("b200", "nvfp4") is PRESETS["b200/nvfp4"]
+    assert get_block_model("b200", "MXFP8") is PRESETS["b200/mxfp8_e4m3"]  # registry alias
+    # element format, scale format and block size come from the block-format registry
+    for k in BLOCK:
+        bf = ff.get_block_format(PRESETS[k].block_fmt)
+        assert (PRESETS[k].fmt, PRESETS[k].scale_fmt, PRESETS[k].scale_block) == \
+            (bf.element, bf.scale, bf.block_size)
     assert get_block_model("blackwell/mxfp6_e3m2") is PRESETS["b200/mxfp6_e3m2"]
     with pytest.raises(ValueError, match="b200/mxfp8_e4m3"):
         get_block_model("b200", "mxfp8_e4m")
