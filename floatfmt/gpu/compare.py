@@ -17,6 +17,9 @@ Check kinds (``kind`` in ``summary.json``):
            ``a`` with row i of ``b``), ``form="matmul"`` (``a @ b``) or
            ``form="random"`` (operands regenerated from seeds, see
            ``probes.random_operands``).
+``blockscaled``  Blackwell block-scaled MMA probes: element and scale codes per
+           probe, replayed through ``tensorcore.block_scaled_mma`` with the
+           recorded preset (``params["model"]``); outputs are fp32 codes.
 
 Beside the fixtures the capture makes, ``replay_measured`` replays published
 measured tensor-core output: the model-validation data of Khattak and Mikaitis
@@ -309,6 +312,24 @@ def _compare_gemm(fx: Fixture, chk: dict, res: CheckResult):
         res.note = (res.note + "; " if res.note else "") + f"not deterministic: run 2 differed in {sum(det)} outputs"
 
 
+def _compare_blockscaled(fx: Fixture, chk: dict, res: CheckResult):
+    from ..tensorcore import block_scaled_mma, tensorcore_models
+    p, arr = chk["params"], chk.get("arrays", {})
+    m = tensorcore_models()[p["model"]]
+    elem, sfmt = get_format(m.fmt), get_format(m.scale_fmt or "e8m0")
+    a, b = (codes_to_values(fx.array(arr[k]).astype(np.int64), elem) for k in ("a", "b"))
+    sa, sb = (codes_to_values(fx.array(arr[k]).astype(np.int64), sfmt) for k in ("a_scale", "b_scale"))
+    gpu = fx.array(arr["out"])
+    pred = block_scaled_mma(a[:, None, :], sa[:, None, :], b[:, :, None], sb[:, :, None], 0.0, m)
+    pred = P.f32_codes(pred[:, 0, 0])
+    ok = same_bits(gpu, pred, get_format("fp32"))
+    names = p.get("probes") or [f"row{i}" for i in range(gpu.size)]
+    res.cases, res.matches = int(gpu.size), int(ok.sum())
+    for i in np.flatnonzero(~ok):
+        res.mismatches.append(Mismatch(names[i], f"probe {names[i]}", _fmt_code(gpu[i], "fp32"),
+                                       _fmt_code(pred[i], "fp32")))
+
+
 def compare_check(fx: Fixture, chk: dict) -> CheckResult:
     """Compare one recorded check with the emulator."""
     res = CheckResult(chk["name"], chk["kind"])
@@ -324,6 +345,8 @@ def compare_check(fx: Fixture, chk: dict) -> CheckResult:
             _compare_sweep(fx, chk, res)
         elif chk["kind"] == "gemm":
             _compare_gemm(fx, chk, res)
+        elif chk["kind"] == "blockscaled":
+            _compare_blockscaled(fx, chk, res)
         else:
             res.status, res.note = "error", f"unknown check kind {chk['kind']!r}"
     except Exception as err:  # a broken check must not hide the others

@@ -30,6 +30,7 @@ SECTION_MODULES = (
     "tf32",
     "gemm_probes",
     "random_gemms",
+    "blockscaled",
     "sweep",
 )
 
