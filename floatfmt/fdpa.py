@@ -173,8 +173,9 @@ def _e_fdpa(P, c, ofmt: Format):
     return np.where(special, np.where(np.isnan(total), np.nan, total), r)
 
 
-def _ftz_addmul(P, c, ofmt: Format):
-    """Products rounded to ofmt and flushed; the pairwise tree; d = FTZ(c + s).  The
+def _ftz_addmul(P, c, L: int, ofmt: Format):
+    """Products rounded to ofmt and flushed; the pairwise tree over L products (a short
+    last step padded with +0 products, as K padded with zeros); d = FTZ(c + s).  The
     initial c was flushed to +0 by the caller (``flush_to_plus_zero``)."""
     def add(x, y):
         t, cls = eft.exact_sum(x, y)
@@ -185,6 +186,7 @@ def _ftz_addmul(P, c, ofmt: Format):
         p = _flush_keep_sign(round_values(np.asarray(P, np.float64), ofmt, "nearest_even", "inf"),
                              ofmt)
     terms = [p[..., i] for i in range(p.shape[-1])]
+    terms += [np.zeros(p.shape[:-1])] * (L - len(terms))
     while len(terms) > 1:  # (p0 + p1) + (p2 + p3): one tree level at a time
         nxt = [add(terms[i], terms[i + 1]) for i in range(0, len(terms) - 1, 2)]
         if len(terms) % 2:
@@ -240,7 +242,7 @@ def step(P, EP, c, model: StepModel, cfmt: Format, ofmt: Format):
     if alg == "e_fdpa":
         return _e_fdpa(P, c, ofmt)
     if alg == "ftz_addmul":
-        return _ftz_addmul(P, c, ofmt)
+        return _ftz_addmul(P, c, model.L, ofmt)
     if alg in ("tr_fdpa", "gtr_fdpa"):
         return _tr_fdpa(P, EP, c, model, cfmt, ofmt)
     raise ValueError(f"no separate step for algorithm {alg!r}; steps here: "

@@ -215,6 +215,13 @@ def test_cdna2_flush_and_pairwise_probes():
     a, b = [1.0, 2.0 ** -12, 0.0, 2.0 ** -13], [1.0, 2.0 ** -12, 0.0, 2.0 ** -12]
     assert _mma1(a, b, 0.0, "mi250/fp16") == 1.0
     assert _mma1(a, b, 0.0, "mi100/fp16") == 1.0 + 2.0 ** -23
+    # c = 2**-125 plus the product -1.25 * 2**-125 is -2**-127, below the fp32 normals:
+    # flushed with its sign, -0.  A fifth product -1 * 0 = -0 runs in a short step padded
+    # with +0 products: (-0 + +0) + (+0 + +0) = +0 and -0 + +0 = +0 (K padded with zeros)
+    a5, b5 = [-1.25 * 2.0 ** -63, 0.0, 0.0, 0.0, -1.0], [2.0 ** -62, 0.0, 0.0, 0.0, 0.0]
+    r4 = _mma1(a5[:4], b5[:4], 2.0 ** -125, "mi250/bf16")
+    r5 = _mma1(a5, b5, 2.0 ** -125, "mi250/bf16")
+    assert r4 == 0 and np.signbit(r4) and r5 == 0 and not np.signbit(r5)
     # bf16 with P = 2 (older instruction): (1 + 2**-24) -> 1, then (0 + 2**-25): 1
     assert ff.mma([a], np.array(b)[:, None], [[0.0]], "bf16",
                   PRESETS["mi250/bf16"].replace(L=2))[0, 0] == 1.0
