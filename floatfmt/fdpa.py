@@ -281,7 +281,7 @@ EXTRA_GPUS: PresetTable = {
               "each fp32 operand cut, L = 4), bf16 and fp16 (L = 8): products truncated to "
               "F = 24 bits below their own largest exponent, then combined with c by flooring "
               "(toward -Inf) the product sum to F2 = 31 bits and c to 24 bits below "
-              "2**max(e_p, e_c), RNE to fp32. That 'asymmetric rounding' is exactly this floor "
+              "2^max(e_p, e_c), RNE to fp32. That 'asymmetric rounding' is exactly this floor "
               "is read from the code (MMA-Sim, Khattak & Mikaitis armode='rd'), not confirmed "
               "by the paper's text: combine_rounding is a parameter. fp8 (E4M3FNUZ / "
               "E5M2FNUZ, L = 16): GTR-FDPA, even and odd products summed apart, each sum "
