@@ -54,12 +54,16 @@ def _ctx(tmp_path, dry=True):
 
 def test_section_is_registered_and_skips_without_a_b200(tmp_path):
     assert "blockscaled" in section_names()
+    ctx = _ctx(tmp_path / "run")
+    S.run(ctx)  # a dry run: one skipped check that says why
+    (chk,) = ctx.writer.summary["checks"]
+    assert chk["status"] == "skipped" and "Blackwell" in chk["error"]
     ctx = _ctx(tmp_path)
-    S.run(ctx)
+    S.record_checks(ctx, "no B200 here")
     checks = ctx.writer.summary["checks"]
     assert {c["name"] for c in checks} >= {"blockscaled.mxfp8_e4m3.k32", "blockscaled.mxfp8_e4m3.k64",
                                          "blockscaled.nvfp4.k64", "blockscaled.nvfp4.k128"}
-    assert all(c["status"] == "skipped" and "Blackwell" in c["error"] for c in checks)
+    assert all(c["status"] == "skipped" and c["error"] == "no B200 here" for c in checks)
     ctx.writer.save()
     res = compare_fixture(Fixture(tmp_path))
     assert all(r.status == "not compared" for r in res)
@@ -69,7 +73,7 @@ def test_replay_of_a_recorded_check(tmp_path):
     """A record with an 'out' array (here the prediction, then one flipped bit) replays
     through floatfmt.gpu.compare: all match, then exactly one mismatch."""
     ctx = _ctx(tmp_path)
-    S.run(ctx)
+    S.record_checks(ctx, "stand-in")
     w = ctx.writer
     for chk in w.summary["checks"]:
         chk.pop("status")

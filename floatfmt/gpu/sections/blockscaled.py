@@ -11,8 +11,9 @@ probe's B200 preset) and the value the reference's description gives
 
 Block scales go to cuBLAS in its tiled layout (``to_blocked_layout``).  This needs a
 Blackwell GPU (compute capability 10.x) and a torch with block-scaled ``_scaled_mm``;
-elsewhere (and in a dry run) every check is recorded as ``skipped`` with the reason,
-with its input arrays and the prediction, so the data path is exercised on the CPU.
+elsewhere (and in a dry run) one ``skipped`` check records the reason
+(``record_checks(ctx, reason)`` records every check's inputs and prediction without
+running them, which the tests use on the CPU).
 The torch calls are written from torch's and cuBLAS's documented conventions but were
 not run on a B200 when this section was written: a B200 session should check the
 first results by hand (``expect`` beside ``out``).  MXFP6 is left out: torch has no
@@ -34,8 +35,8 @@ from ..fixture import array_key
 from .context import Context
 from .dots import failed_check
 
-__all__ = ["NAME", "USES_WORKERS", "run", "BLOCK_TORCH", "to_blocked_layout", "probe_operands",
-           "skip_reason"]
+__all__ = ["NAME", "USES_WORKERS", "run", "record_checks", "BLOCK_TORCH", "to_blocked_layout",
+           "probe_operands", "skip_reason"]
 
 NAME = "blockscaled"
 USES_WORKERS = False
@@ -169,11 +170,21 @@ def _check(ctx: Context, block_fmt: str, k: int, probes: list, reason: str | Non
 
 
 def run(ctx: Context) -> None:
-    """One check per block format and probe length; a failing check is recorded as an
-    error and the others still run."""
+    """One check per block format and probe length on a Blackwell GPU; elsewhere one
+    skipped check that says why."""
     reason = skip_reason(ctx)
     if reason is not None:
         ctx.log(f"  blockscaled: {reason}")
+        ctx.writer.add_check({"name": NAME, "section": NAME, "kind": "blockscaled",
+                              "status": "skipped", "error": reason, "params": {}, "arrays": {}})
+        return
+    record_checks(ctx)
+
+
+def record_checks(ctx: Context, reason: str | None = None) -> None:
+    """Record every check: run on the device, or (``reason`` given) recorded as skipped
+    with its inputs, prediction and expected values.  A failing check is recorded as
+    an error and the others still run."""
     for block_fmt in BLOCK_TORCH:
         probes = P.blockscaled_probes(block_fmt)
         for k in sorted({p.a.size for p in probes}):
