@@ -47,10 +47,13 @@ def format_table() -> str:
 
 
 def tensorcore_table() -> str:
-    head = "| preset | GPU | inputs | F | L | accumulator | step format | rounding | overflow |"
+    head = ("| preset | GPU | inputs | algorithm | F | L | accumulator | step format | rounding "
+            "| overflow |")
     rows = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, m in ff.tensorcore_models().items():
-        rows.append(f"| `{name}` | {m.description} | `{m.fmt}` | {m.F} | {m.L} | `{m.acc_fmt}` | "
+        inputs = f"`{m.block_fmt}`" if m.block_fmt else f"`{m.fmt}`"
+        rows.append(f"| `{name}` | {m.description} | {inputs} | `{m.algorithm}` | {m.F} | {m.L} | "
+                    f"`{m.acc_fmt}` | "
                     f"{'`' + m.step_fmt + '`' if m.step_fmt else '-'} | {m.rounding} | {m.overflow} |")
     return "\n".join(rows) + "\n"
 
