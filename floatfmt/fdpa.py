@@ -56,6 +56,7 @@ ALGORITHMS = {
     "ftz_addmul": "fp32 products and a pairwise tree of fp32 adds, flushing subnormals (AMD CDNA2)",
     "tr_fdpa": "truncated product sum, then floor-combined with c, RNE to fp32 (AMD CDNA3)",
     "gtr_fdpa": "tr_fdpa with even / odd product groups (AMD CDNA3 fp8)",
+    # (ftz_addmul with ftz=False is the released MMA-Sim's CDNA1 alternative)
     "st_fdpa": "t_fdpa of block-scaled products, one scale pair per step (NVIDIA MXFP8/6/4)",
     "gst_fdpa": "t_fdpa of block-scaled sums of G products (NVIDIA MXFP4 / NVFP4, k=64)",
 }
@@ -89,6 +90,8 @@ class StepModel(Protocol):
     def c_cutoff(self) -> int | None: ...
     @property
     def product_overflow(self) -> bool: ...
+    @property
+    def ftz(self) -> bool: ...
 
 
 def _cut(v, k, mode):
@@ -173,18 +176,19 @@ def _e_fdpa(P, c, ofmt: Format):
     return np.where(special, np.where(np.isnan(total), np.nan, total), r)
 
 
-def _ftz_addmul(P, c, L: int, ofmt: Format):
-    """Products rounded to ofmt and flushed; the pairwise tree over L products (a short
-    last step padded with +0 products, as K padded with zeros); d = FTZ(c + s).  The
-    initial c was flushed to +0 by the caller (``flush_to_plus_zero``)."""
+def _ftz_addmul(P, c, L: int, ftz: bool, ofmt: Format):
+    """Products rounded to ofmt and (``ftz``) flushed; the pairwise tree over L products
+    (a short last step padded with +0 products, as K padded with zeros); d = FTZ(c + s).
+    With ``ftz`` the initial c was flushed to +0 by the caller (``flush_to_plus_zero``)."""
+    def flush(v):
+        return _flush_keep_sign(v, ofmt) if ftz else v
+
     def add(x, y):
         t, cls = eft.exact_sum(x, y)
-        r = round_values(t, ofmt, "nearest_even", "inf", sticky=cls)
-        return _flush_keep_sign(r, ofmt)
+        return flush(round_values(t, ofmt, "nearest_even", "inf", sticky=cls))
 
     with np.errstate(over="ignore"):
-        p = _flush_keep_sign(round_values(np.asarray(P, np.float64), ofmt, "nearest_even", "inf"),
-                             ofmt)
+        p = flush(round_values(np.asarray(P, np.float64), ofmt, "nearest_even", "inf"))
     terms = [p[..., i] for i in range(p.shape[-1])]
     terms += [np.zeros(p.shape[:-1])] * (L - len(terms))
     while len(terms) > 1:  # (p0 + p1) + (p2 + p3): one tree level at a time
@@ -242,7 +246,7 @@ def step(P, EP, c, model: StepModel, cfmt: Format, ofmt: Format):
     if alg == "e_fdpa":
         return _e_fdpa(P, c, ofmt)
     if alg == "ftz_addmul":
-        return _ftz_addmul(P, c, model.L, ofmt)
+        return _ftz_addmul(P, c, model.L, model.ftz, ofmt)
     if alg in ("tr_fdpa", "gtr_fdpa"):
         return _tr_fdpa(P, EP, c, model, cfmt, ofmt)
     raise ValueError(f"no separate step for algorithm {alg!r}; steps here: "
@@ -269,7 +273,9 @@ EXTRA_GPUS: PresetTable = {
               "to fp32 (RNE); L = 4 for fp16, 2 for bf16. The released MMA-Sim amd.py models "
               "CDNA1 as the CDNA2 pairwise tree without FTZ instead (a path that only runs on "
               "fp32): the later MMA-Sim code and Khattak & Mikaitis (correct_rounding=1) "
-              "agree on E-FDPA. " + _CDNA_NOTE,
+              "agree on E-FDPA; that alternative is "
+              "model.replace(algorithm='ftz_addmul', ftz=False, product_overflow=False). "
+              + _CDNA_NOTE,
               {"fp16": dict(_E, L=4), "bf16": dict(_E, L=2)}),
     "mi250": ("AMD MI210 / MI250 / MI250X (CDNA2): FTZ-AddMul, L = P = 4 products per tree "
               "((p0 + p1) + (p2 + p3), fp32 RNE adds, subnormals flushed). bf16 is the "
@@ -298,7 +304,10 @@ _BLACKWELL_NOTE = (
     "Block scales are applied inside the instruction (MMA-Sim ST-FDPA / GST-FDPA, validated on "
     "B200; shared/reference/matrix_units_and_formats.md sections 3-4). The exponent a zero term "
     "gets (-126, MMA-Sim's) is unconfirmed when every other term is tiny: zero_exponent is a "
-    "parameter. Not yet measured by floatfmt's own GPU capture (probes in floatfmt.gpu.probes).")
+    "parameter. Where c enters is unconfirmed for these kinds too: MMA-Sim aligns it as a term "
+    "(c_entry='aligned', used here), while the measured B200 FP8 data of the unscaled kind fits "
+    "c added after the products (c_entry='after'); the 'cprec' GPU probes tell them apart. "
+    "Not yet measured by floatfmt's own GPU capture (probes in floatfmt.gpu.probes).")
 _ST: dict[str, Any] = dict(algorithm="st_fdpa", F=25, L=32, zero_exponent=-126)
 _GST: dict[str, Any] = dict(algorithm="gst_fdpa", F=35, L=64, zero_exponent=-126, group=16)
 

@@ -414,13 +414,13 @@ def _random(fmt, shape, rng, wide=False):
     return np.asarray(ff.cast(v, target, overflow="saturate"), np.float64)
 
 
-def _amd_case(name, n, rng):
+def _amd_case(name, n, rng, m=None):
     """Random rows of four kinds (row index mod 4): c = 0; a random fp32 c; c cancelling
     the first step's products (the result is then what the alignment and rounding rules
     left over); and a tie: the products p0 and half an fp32 ulp of p0, with a tiny c (or 0)
     that decides it.  Every fifth row of bf16 / tf32 spans +-70 binades (fp32 overflow,
     underflow and flushing of products)."""
-    m = PRESETS[name]
+    m = m or PRESETS[name]
     k = m.L + m.L // 2 + 1  # a full step and a short one
     a, b = _random(m.fmt, (n, k), rng), _random(m.fmt, (n, k), rng)
     if m.fmt in ("bf16", "tf32"):
@@ -462,10 +462,10 @@ def test_amd_fast_equals_slow_model(name, n=N_DEFAULT):
     _cross_check_amd(name, n)
 
 
-def _cross_check_amd(name, n):
-    m = PRESETS[name]
+def _cross_check_amd(name, n, m=None):
+    m = m or PRESETS[name]
     rng = np.random.default_rng(zlib.crc32(name.encode()))
-    a, b, c = _amd_case(name, n, rng)
+    a, b, c = _amd_case(name, n, rng, m)
     fast = ff.mma(a[:, None, :], b[:, :, None], c[:, None, None], m.fmt, m)[:, 0, 0]
     ref = np.array([slow.dot(a[i], b[i], m, c[i]) for i in range(n)])
     bad = ~_same(fast, ref)
@@ -477,8 +477,8 @@ def _cross_check_amd(name, n):
     return n
 
 
-def _block_case(name, n, rng):
-    m = PRESETS[name]
+def _block_case(name, n, rng, m=None):
+    m = m or PRESETS[name]
     k = m.L + m.L // 2 + m.group  # a full step and a short one
     nb = -(-k // m.scale_block)
     a, b = _random(m.fmt, (n, k), rng), _random(m.fmt, (n, k), rng)
@@ -508,10 +508,10 @@ def test_block_scaled_fast_equals_slow_model(name, n=N_DEFAULT):
     _cross_check_block(name, n)
 
 
-def _cross_check_block(name, n):
-    m = PRESETS[name]
+def _cross_check_block(name, n, m=None):
+    m = m or PRESETS[name]
     rng = np.random.default_rng(zlib.crc32(name.encode()))
-    a, b, sa, sb, c = _block_case(name, n, rng)
+    a, b, sa, sb, c = _block_case(name, n, rng, m)
     fast = block_scaled_mma(a[:, None, :], sa[:, None, :], b[:, :, None], sb[:, :, None],
                             c[:, None, None], m)[:, 0, 0]
     ref = np.array([slow.dot(a[i], b[i], m, c[i], sa[i], sb[i]) for i in range(n)])
@@ -520,6 +520,46 @@ def _cross_check_block(name, n):
                                                   sb[i].tolist(), c[i], fast[i], ref[i])
                                                  for i in np.flatnonzero(bad)[:2]])
     return n
+
+
+# The choices the reference marks unconfirmed, or where its sources disagree, are
+# parameters; each alternative is checked against the slow model too.
+ALTERNATIVES = {
+    "mi100/fp16 as released MMA-Sim": ("mi100/fp16", dict(algorithm="ftz_addmul", ftz=False,
+                                                          product_overflow=False)),
+    "mi100/bf16 as released MMA-Sim": ("mi100/bf16", dict(algorithm="ftz_addmul", ftz=False,
+                                                          product_overflow=False)),
+    "mi250/bf16 P=2": ("mi250/bf16", dict(L=2)),
+    "mi300/bf16 truncating combine": ("mi300/bf16", dict(combine_rounding="toward_zero")),
+    "mi300/fp8 truncated set sums": ("mi300/fp8_e4m3fnuz", dict(group_rounding="toward_zero")),
+    "mi300/fp8 no c cutoff": ("mi300/fp8_e5m2fnuz", dict(c_cutoff=None)),
+    "mi300/fp16 zero floor -133": ("mi300/fp16", dict(zero_exponent=-133)),
+    "b200/mxfp8_e4m3 c after": ("b200/mxfp8_e4m3", dict(c_entry="after")),
+    "b200/nvfp4 c after": ("b200/nvfp4", dict(c_entry="after")),
+    "b200/mxfp6_e3m2 zero floor -133": ("b200/mxfp6_e3m2", dict(zero_exponent=-133)),
+}
+
+
+@pytest.mark.parametrize("alt", sorted(ALTERNATIVES))
+def test_alternative_parameters_fast_equals_slow(alt):
+    name, change = ALTERNATIVES[alt]
+    m = PRESETS[name].replace(**change)
+    if name in AMD:
+        _cross_check_amd(name, 250, m)
+    else:
+        _cross_check_block(name, 250, m)
+    # and the alternative is a different model: some random results differ
+    rng = np.random.default_rng(1)
+    if name in AMD:
+        a, b, c = _amd_case(name, 250, rng)
+        args = (a[:, None, :], b[:, :, None], c[:, None, None], m.fmt)
+        r0, r1 = ff.mma(*args, PRESETS[name]), ff.mma(*args, m)
+    else:
+        a, b, sa, sb, c = _block_case(name, 250, rng)
+        args = (a[:, None, :], sa[:, None, :], b[:, :, None], sb[:, :, None], c[:, None, None])
+        r0, r1 = block_scaled_mma(*args, PRESETS[name]), block_scaled_mma(*args, m)
+    if "zero floor" not in alt:  # the floor matters only when every term is tiny
+        assert (~_same(r0, r1)).any(), alt
 
 
 @pytest.mark.slow

@@ -116,11 +116,28 @@ def _ftz_in(x: float, fmt: str) -> float:
     return 0.0 if abs(x) < 2.0 ** FACTS[fmt][1] else x
 
 
+def _add_rne(x: float, y: float) -> float:
+    """fp32 RNE addition (IEEE signs of zero), no flushing."""
+    sp = _special([x, y])
+    if sp is not None:
+        return sp
+    s = Fraction(x) + Fraction(y)
+    if s == 0:
+        return -0.0 if (math.copysign(1, x) < 0 and math.copysign(1, y) < 0) else 0.0
+    return to_fp32(s, "rne")
+
+
 def ftz_addmul_dot(a, b, model, c: float = 0.0) -> float:
-    L = model.L
-    a = [_ftz_in(float(x), model.fmt) for x in a]
-    b = [_ftz_in(float(x), model.fmt) for x in b]
-    d = _ftz_in(float(c), "fp32")
+    """The pairwise fp32 tree; with model.ftz False nothing is flushed (the released
+    MMA-Sim's reading of CDNA1)."""
+    L, ftz = model.L, model.ftz
+    add = _add_rne_ftz if ftz else _add_rne
+    if ftz:
+        a = [_ftz_in(float(x), model.fmt) for x in a]
+        b = [_ftz_in(float(x), model.fmt) for x in b]
+        d = _ftz_in(float(c), "fp32")
+    else:
+        a, b, d = list(a), list(b), float(c)
     while len(a) % L:
         a.append(0.0)
         b.append(0.0)
@@ -131,18 +148,18 @@ def ftz_addmul_dot(a, b, model, c: float = 0.0) -> float:
                 sign = math.copysign(1.0, x) * math.copysign(1.0, y)
                 exact = Fraction(x) * Fraction(y)
                 r = to_fp32(exact, "rne") if exact != 0 else math.copysign(0.0, sign)
-                if abs(r) < FP32_MIN:
+                if ftz and abs(r) < FP32_MIN:
                     r = math.copysign(0.0, sign)
             else:
                 r = x * y
             p.append(r)
         if L == 4:
-            s = _add_rne_ftz(_add_rne_ftz(p[0], p[1]), _add_rne_ftz(p[2], p[3]))
+            s = add(add(p[0], p[1]), add(p[2], p[3]))
         elif L == 2:
-            s = _add_rne_ftz(p[0], p[1])
+            s = add(p[0], p[1])
         else:
             raise ValueError(L)
-        d = _add_rne_ftz(d, s)
+        d = add(d, s)
     return d
 
 
@@ -230,7 +247,12 @@ def scale_parts(s: float, fmt: str):
 
 
 def block_scaled_step(a, b, sa, sb, c: float, model) -> float:
-    """One ST / GST step: a, b the step's elements, sa, sb one scale per scale_block."""
+    """One ST / GST step: a, b the step's elements, sa, sb one scale per scale_block.
+    With ``c_entry == "after"`` the terms are fused without c and c is then added by an
+    fp32 RNE addition."""
+    if getattr(model, "c_entry", "aligned") == "after":
+        return _add_rne(block_scaled_step(a, b, sa, sb, 0.0, model.replace(c_entry="aligned")),
+                        c)
     fmt, G, blk = model.fmt, model.group, model.scale_block
     sp = _special([x * y for x, y in zip(a, b)] + [c])
     if sp is not None:
