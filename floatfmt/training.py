@@ -49,7 +49,8 @@ from .eft import exact_sum
 from .exact import holds
 from ._formats import Format, get_format
 from .rounding import round_values
-from .scaling import DelayedScaling, LossScaler
+from .delayedscale import DelayedScaling
+from .lossscale import LossScaler
 
 __all__ = ["Policy", "POLICIES", "TrainResult", "train", "train_all", "spirals", "cli_train",
            "summary_table"]
