@@ -187,19 +187,7 @@ def mx_quantize(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
             bad = np.isnan(Ei)
             Ek = np.where(bad, 0.0, Ei).astype(np.int64)
         any_bad = bool(bad.any())
-        # 2**(shift - E): an exact power of two (E in -127..127), so y is exact
-        y = ybuf[:nb]
-        if rows.dtype == np.float64:
-            np.multiply(blk, _pow2(shift - Ek)[:, None], out=y)
-        elif f32_scale:
-            # float32 product: exact except below 2**-126, which rounds to (signed) zero
-            # in these modes anyway (element formats' subnormals are >= 2**-17)
-            s32 = fbuf[:nb]
-            np.multiply(blk, _pow2(shift - Ek).astype(np.float32)[:, None], out=s32)
-            np.copyto(y, s32)
-        else:
-            np.copyto(y, blk)
-            np.multiply(y, _pow2(shift - Ek)[:, None], out=y)
+        y = _scaled_chunk(blk, _pow2(shift - Ek), ybuf[:nb], None if fbuf is None else fbuf[:nb])
         if any_bad:
             y[bad] = 0.0
         # a power-of-two scaling keeps an input's remainder class (if any) valid
@@ -224,14 +212,39 @@ def mx_quantize(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
             qi[bad] = np.nan  # a NaN scale makes its whole block NaN
     if fake:
         return unsplit_blocks(q, meta, axis, bs)
+    return _mx_tensor(q, E, meta, axis, name)
+
+
+def _scaled_chunk(blk, p2, y, f32buf):
+    """``blk * p2`` (one power of two ``2**(shift - E)`` a row, E in -127..127) into the
+    float64 buffer ``y``, exactly.  ``f32buf``: float32 data whose modes allow it are
+    multiplied in float32 (half the bytes): exact except below 2**-126, which rounds to
+    (signed) zero in those modes anyway (element formats' subnormals are >= 2**-17)."""
+    if blk.dtype == np.float64:
+        np.multiply(blk, p2[:, None], out=y)
+    elif f32buf is not None:
+        np.multiply(blk, p2.astype(np.float32)[:, None], out=f32buf)
+        np.copyto(y, f32buf)
+    else:
+        np.copyto(y, blk)
+        np.multiply(y, p2[:, None], out=y)
+    return y
+
+
+def _mx_tensor(q, E, meta, axis, name) -> QuantizedTensor:
+    """The ``QuantizedTensor`` of MX element rows ``q`` and shared exponents ``E`` (NaN: a
+    NaN scale), scales stored as E8M0 codes (the biased exponent; 0xFF is NaN)."""
+    bf = get_block_format(name)
     bad = np.isnan(E)
     Ek = np.where(bad, 0.0, E).astype(np.int64)
     scale = np.where(bad, np.nan, np.ldexp(1.0, Ek))
-    codes = np.where(bad, 255, Ek + 127).astype(np.uint8)  # E8M0: biased exponent, 0xFF NaN
+    codes = np.where(bad, 255, Ek + 127).astype(np.uint8)
     return QuantizedTensor(
-        elements=unsplit_blocks(q, meta, axis, bs), scale=block_scale_layout(scale, meta, axis),
-        zero_point=0, fmt=name, element_format=elem, granularity="block", axis=axis,
-        block_size=bs, scale_codes=block_scale_layout(codes, meta, axis), scheme="symmetric")
+        elements=unsplit_blocks(q, meta, axis, bf.block_size),
+        scale=block_scale_layout(scale, meta, axis), zero_point=0, fmt=name,
+        element_format=bf.element_format, granularity="block", axis=axis,
+        block_size=bf.block_size, scale_codes=block_scale_layout(codes, meta, axis),
+        scheme="symmetric")
 
 
 

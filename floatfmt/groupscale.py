@@ -30,7 +30,8 @@ def tiled_request(kind, f, granularity, group_size, block):
                                     or block is not None):
         name = f if isinstance(f, str) else f.name
         raise ValueError(f"{name} has its own blocks ({get_block_format(name).block_size} "
-                         f"along axis); granularity={granularity!r}, group_size and block do not apply. "
+                         f"along axis); granularity={granularity!r}, group_size and block do not apply "
+                         f"(given: group_size={group_size!r}, block={block!r}). "
                          "Group-wise and 2-D block scaling take integer formats (int8 uint8 int4 uint4) "
                          "and float formats (fp8_e4m3 fp8_e5m2 ...).")
     if group_size is not None and key != "group":

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._formats import get_format
-from .quantized import QuantizedTensor
+from .quantized import QuantizedTensor, width
 from .quotients import mul_fp64, remainder_kwargs, scaled_product, scaled_quotient
 from .rounding import resolve_mode, round_values
 from .tensorscale import WIDE_INT, given_scale
@@ -123,7 +123,7 @@ def int_matmul(qa: QuantizedTensor, qb: QuantizedTensor, out_scale=None, out_zer
         rmode = resolve_mode(rounding)
         p, pst = scaled_product(acc.astype(np.float64), m, rmode == "stochastic")
         n = round_values(p, WIDE_INT, rmode, "saturate", **remainder_kwargs(pst))
-        qmin, qmax = (int(of.min), int(of.max)) if of.signed else (0, (1 << of.bits) - 1)
+        qmin, qmax = (int(of.min), int(of.max)) if of.signed else (0, (1 << width(of)) - 1)
         n = np.clip(n + out_zero_point, qmin, qmax)
         res.out = QuantizedTensor(n, so, int(out_zero_point), of.name, of, "tensor", None,
                                   qmin=qmin, qmax=qmax,

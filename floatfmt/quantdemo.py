@@ -83,7 +83,7 @@ def compare_quantization(x, formats=_DEFAULT_COMPARE, show=True, **options) -> l
     rows = []
     for entry in formats:
         if isinstance(entry, str):
-            label, name, opts = entry, entry, {}
+            label, name, opts = entry, entry, dict[str, object]()
         elif isinstance(entry, tuple) and len(entry) == 3:
             label, name, opts = entry
         elif isinstance(entry, tuple) and len(entry) == 2:

@@ -20,12 +20,16 @@ Every quotient ``x / scale`` is rounded once by the one rounding routine.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+from ._formats import Format
 
 from .blockscale import SCALE_ROUNDINGS, mx_quantize, nvfp4_quantize
 from .exact import to_exact
 from .groupscale import quantize_tiled, tiled_request
-from .quantized import QuantizedTensor, choose, intake, normalize_axis, resolve_kind
+from .quantized import QuantizedTensor, choose, intake, normalize_axis, resolve_kind, width
 from .rounding import make_rng, resolve_mode
 from .tensorscale import (CALIBRATIONS, calibrated_range, channel_layout, fp32_scale, given_scale,
                           int_scale_params, mse_range, round_float_quotients, round_int_quotients)
@@ -97,115 +101,201 @@ def quantize(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=No
     >>> q.codes.tolist(), q.scale.shape      # groups [1, -2], [30, 40], [5]
     ([[64, -127, 95, 127, 127]], (1, 3))
     """
-    return _quantize(x, fmt, False, scheme=scheme, granularity=granularity, axis=axis,
-                     calibration=calibration, percentile=percentile, rounding=rounding,
-                     scale=scale, zero_point=zero_point, margin=margin, pow2_scale=pow2_scale,
-                     narrow_range=narrow_range, scale_rounding=scale_rounding,
-                     overflow=overflow, tensor_scale=tensor_scale, rng=rng,
-                     group_size=group_size, block=block)
+    return _quantize(x, fmt, False, dict(
+        scheme=scheme, granularity=granularity, axis=axis, calibration=calibration,
+        percentile=percentile, rounding=rounding, scale=scale, zero_point=zero_point,
+        margin=margin, pow2_scale=pow2_scale, narrow_range=narrow_range,
+        scale_rounding=scale_rounding, overflow=overflow, tensor_scale=tensor_scale, rng=rng,
+        group_size=group_size, block=block))
 
 
 _RAW_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
+#: The options each kind of format takes besides ``axis``, ``rounding`` and ``rng`` (which
+#: every kind takes).  Any other option given a value other than its default raises
+#: ``ValueError``: it would change nothing, so it is almost certainly a mistake.
+OPTIONS_BY_KIND = {
+    "int": ("scheme", "granularity", "calibration", "percentile", "scale", "zero_point", "margin",
+            "pow2_scale", "narrow_range", "group_size", "block"),
+    "float": ("scheme", "granularity", "calibration", "percentile", "scale", "margin",
+              "pow2_scale", "overflow", "group_size", "block"),
+    "mx": ("scale_rounding",),
+    "nvfp4": ("tensor_scale",),
+}
+_KIND_WORDS = {"int": "integer formats (int8 uint8 int4 uint4 ...)",
+               "float": "float formats (fp8_e4m3 fp8_e5m2 fp6_* fp4_e2m1 bf16 ...)",
+               "mx": "OCP MX formats (mxfp8_e4m3 ... mxint8)", "nvfp4": "nvfp4"}
 
-def _quantize(x, fmt, fake, *, scheme, granularity, axis, calibration, percentile, rounding,
-              scale, zero_point, margin, pow2_scale, narrow_range, scale_rounding, overflow,
-              tensor_scale, rng, group_size=None, block=None):
+
+def _at_default(option, value) -> bool:
+    """Whether ``value`` is ``option``'s default (strings compared case- and space-blind;
+    ``overflow=None``, the format's own policy, counts as not given)."""
+    default = _QUANTIZE_DEFAULTS[option]
+    if value is default or (option == "overflow" and value is None):
+        return True
+    if default is None or value is None:
+        return False
+    if isinstance(default, str):
+        return isinstance(value, str) and value.strip().lower() == default
+    if isinstance(value, (bool, int, float, np.integer, np.floating)):
+        return bool(value == default)
+    return False
+
+
+def check_options(kind: str, name: str, options: dict) -> None:
+    """Raise ``ValueError`` for the first option in ``options`` that ``kind`` (``"int"``,
+    ``"float"``, ``"mx"``, ``"nvfp4"``) does not take and that is not at its default,
+    naming the option, its value, the format and the kinds it applies to."""
+    takes = set(OPTIONS_BY_KIND[kind]) | {"axis", "rounding", "rng"}
+    for option, value in options.items():
+        if option in takes or _at_default(option, value):
+            continue
+        homes = " and ".join(_KIND_WORDS[k] for k, opts in OPTIONS_BY_KIND.items() if option in opts)
+        raise ValueError(f"{option}={value!r} does not apply to {name} ({_KIND_WORDS[kind]}); "
+                         f"{option} applies to {homes}. Leave it out.")
+
+
+def _quantize(x, fmt, fake: bool, options: dict):
+    """quantize (``fake``: fake_quant) with every option of ``quantize`` in ``options``:
+    resolve the kind, reject options that do not apply, dispatch to the kind's scheme."""
     kind, f = resolve_kind(fmt)
-    tiled = tiled_request(kind, f, granularity, group_size, block)
-    mode = resolve_mode(rounding)
-    if mode == "stochastic":
-        rng = make_rng(rng)
+    o = options
+    tiled = tiled_request(kind, f, o["granularity"], o["group_size"], o["block"])
+    check_options(kind, f if isinstance(f, str) else f.name, o)
+    mode = resolve_mode(o["rounding"])
+    rng = make_rng(o["rng"]) if mode == "stochastic" else o["rng"]
     if kind == "mx":
-        sr = choose("scale_rounding", scale_rounding, SCALE_ROUNDINGS)
-        if isinstance(x, np.ndarray) and x.dtype in _RAW_FLOATS:
-            v, st = x, None  # blocks are converted to float64 chunk by chunk
-        else:
-            ex = to_exact(x)
-            v, st = ex.values, (ex.resid if mode == "stochastic" else ex.sticky)
-        ax = normalize_axis(-1 if axis is None else axis, v.ndim, "MX quantisation")
-        return mx_quantize(v, st, f, ax, sr, mode, rng, fake=fake)
+        return _mx(x, f, fake, o["axis"], o["scale_rounding"], mode, rng)
+    if kind == "nvfp4":
+        v, frac, narrow, _ = intake(x)
+        ax = normalize_axis(-1 if o["axis"] is None else o["axis"], v.ndim, "NVFP4 quantisation")
+        q = nvfp4_quantize(v, frac, narrow, ax, mode, rng, o["tensor_scale"])
+        return q.dequantize() if fake else q
     if (fake and kind == "int" and isinstance(x, np.ndarray) and x.dtype == np.float32
-            and (calibration == "max" or (scale is not None and not isinstance(scale, str)))):
-        v, frac, narrow = x, None, True  # float32 data: no float64 copy of the whole input
+            and (o["calibration"] == "max" or (o["scale"] is not None and not isinstance(o["scale"], str)))):
+        v, frac, narrow, sticky, class_only = x, None, True, None, None  # no float64 copy
     else:
         v, frac, narrow, ex = intake(x)
-    if kind == "nvfp4":
-        ax = normalize_axis(-1 if axis is None else axis, v.ndim, "NVFP4 quantisation")
-        return nvfp4_quantize(v, frac, narrow, ax, mode, rng, tensor_scale)
-
-    scheme = choose("scheme", scheme, _SCHEMES)
-    granularity = choose("granularity", granularity, _GRANULARITIES)
-    calibration = choose("calibration", calibration, CALIBRATIONS)
+        sticky = ex.resid if mode == "stochastic" else ex.sticky
+        class_only = ex.sticky  # the remainder class alone (what group / block scaling takes)
+    scheme = choose("scheme", o["scheme"], _SCHEMES)
+    granularity = choose("granularity", o["granularity"], _GRANULARITIES)
+    calibration = choose("calibration", o["calibration"], CALIBRATIONS)
     symmetric = scheme == "symmetric"
-    ax = None
-    if granularity == "channel":
-        ax = normalize_axis(0 if axis is None else axis, v.ndim, "per-channel quantisation")
-    if narrow_range is None:
-        narrow_range = symmetric
+    narrow_range = symmetric if o["narrow_range"] is None else o["narrow_range"]
+    margin = o["margin"]
     if not isinstance(margin, (int, np.integer)) or isinstance(margin, bool):
         raise TypeError(f"margin must be an integer (a power of two), not {type(margin).__name__}")
     if tiled:
-        q = quantize_tiled(v, frac, None if kind == "int" else ex.sticky, narrow, f, granularity,
-                            group_size, block, axis, symmetric, calibration, scale, zero_point,
-                            margin, pow2_scale, narrow_range, mode, overflow, rng)
+        q = quantize_tiled(v, frac, None if kind == "int" else class_only, narrow, f, granularity,
+                           o["group_size"], o["block"], o["axis"], symmetric, calibration,
+                           o["scale"], o["zero_point"], margin, o["pow2_scale"], narrow_range,
+                           mode, o["overflow"], rng)
         return q.dequantize() if fake else q
-
+    ax = None
+    if granularity == "channel":
+        ax = normalize_axis(0 if o["axis"] is None else o["axis"], v.ndim, "per-channel quantisation")
+    rule = _ScaleRule(granularity, ax, calibration, o["percentile"], int(margin), bool(o["pow2_scale"]))
     if kind == "int":
-        if scale is not None and not isinstance(scale, str):
-            # given scale: zero point as given (default 0, or 2**(bits-1) for a symmetric
-            # unsigned format); codes span the format's range (-127..127 for a signed
-            # symmetric scheme with narrow_range, as without a given scale)
-            sc = given_scale(scale, "scale", v, ax)
-            default_zp = 0 if (f.signed or not symmetric) else 1 << (f.bits - 1)
-            zp = np.asarray(default_zp if zero_point is None else zero_point)
-            if zp.dtype.kind not in "iu":
-                raise TypeError("zero_point must be an integer or an integer array")
-            zp = channel_layout(zp.astype(np.int64), v, ax)
-            qmin, qmax = (int(f.min), int(f.max)) if f.signed else (0, (1 << f.bits) - 1)
-            if f.signed and symmetric and narrow_range and zero_point is None:
-                qmin += 1
-        else:
-            if scale is not None and scale != "amax":
-                raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
-            if calibration == "mse":
-                lo, hi = mse_range(v, f, granularity, ax, symmetric, narrow_range, pow2_scale,
-                                     narrow, mode, rng)
-            else:
-                lo, hi = calibrated_range(v, granularity, ax, calibration, percentile, symmetric)
-                if v.dtype != np.float64:  # float32 extremes, exact in float64
-                    lo, hi = lo.astype(np.float64), hi.astype(np.float64)
-            sc, zp, qmin, qmax = int_scale_params(lo, hi, f, symmetric, narrow_range, pow2_scale)
-            if margin:
-                sc = fp32_scale(np.asarray(sc) * 2.0 ** margin, pow2_scale)
-        if fake and frac is None and mode != "stochastic" and v.ndim and v.size:
-            return _fake_int(v, narrow, sc, zp, qmin, qmax, mode)
-        n = round_int_quotients(v, frac, narrow, sc, zp, qmin, qmax, mode, rng)
-        if fake:
-            return QuantizedTensor(n, sc, zp, f.name, f).dequantize()
-        zp_out = int(zp) if np.ndim(zp) == 0 else zp
-        return QuantizedTensor(n, sc, zp_out, f.name, f, granularity, ax, None, None, None,
-                               qmin, qmax, scheme)
-
-    # float element formats, per tensor or per channel
+        return _int(v, frac, narrow, f, fake, rule, scheme, o["scale"], o["zero_point"],
+                    narrow_range, mode, rng)
     if not symmetric:
         raise ValueError("float formats are quantised symmetrically (scheme='symmetric')")
+    q = _float(v, frac, sticky, narrow, f, rule, o["scale"], o["overflow"], mode, rng)
+    return q.dequantize() if fake else q
+
+
+def _mx(x, name, fake, axis, scale_rounding, mode, rng):
+    """OCP MX: float16/32/64 arrays go to the blocks as they are (converted chunk by chunk)."""
+    sr = choose("scale_rounding", scale_rounding, SCALE_ROUNDINGS)
+    if isinstance(x, np.ndarray) and x.dtype in _RAW_FLOATS:
+        v, st = x, None
+    else:
+        ex = to_exact(x)
+        v, st = ex.values, (ex.resid if mode == "stochastic" else ex.sticky)
+    ax = normalize_axis(-1 if axis is None else axis, v.ndim, "MX quantisation")
+    return mx_quantize(v, st, name, ax, sr, mode, rng, fake=fake)
+
+
+@dataclass(frozen=True)
+class _ScaleRule:
+    """How a per-tensor or per-channel scale is calibrated (integer and float formats)."""
+
+    granularity: str
+    axis: int | None
+    calibration: str
+    percentile: float
+    margin: int
+    pow2: bool
+
+    def range(self, v, f: Format, symmetric, narrow_range, narrow, mode, rng):
+        """(lo, hi) of ``v`` by the calibration (float64, keepdims layout per channel)."""
+        if self.calibration == "mse":
+            return mse_range(v, f, self.granularity, self.axis, symmetric, narrow_range,
+                             self.pow2, narrow, mode, rng)
+        lo, hi = calibrated_range(v, self.granularity, self.axis, self.calibration,
+                                  self.percentile, symmetric)
+        return lo, hi
+
+
+def _int(v, frac, narrow, f: Format, fake, rule: _ScaleRule, scheme, scale, zero_point,
+         narrow_range, mode, rng):
+    """Integer formats per tensor or per channel: a given or calibrated scale, then one
+    rounding of ``x / scale`` plus the zero point, clamped to the code range."""
+    symmetric = scheme == "symmetric"
+    if scale is not None and not isinstance(scale, str):
+        sc, zp, qmin, qmax = _given_int_params(v, f, rule.axis, scale, zero_point, symmetric,
+                                               narrow_range)
+    else:
+        if scale is not None and scale != "amax":
+            raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
+        lo, hi = rule.range(v, f, symmetric, narrow_range, narrow, mode, rng)
+        if rule.calibration != "mse" and v.dtype != np.float64:  # float32 extremes, exact in float64
+            lo, hi = lo.astype(np.float64), hi.astype(np.float64)
+        sc, zp, qmin, qmax = int_scale_params(lo, hi, f, symmetric, narrow_range, rule.pow2)
+        if rule.margin:
+            sc = fp32_scale(np.asarray(sc) * 2.0 ** rule.margin, rule.pow2)
+    if fake and frac is None and mode != "stochastic" and v.ndim and v.size:
+        return _fake_int(v, narrow, sc, zp, qmin, qmax, mode)
+    n = round_int_quotients(v, frac, narrow, sc, zp, qmin, qmax, mode, rng)
+    if fake:
+        return QuantizedTensor(n, sc, zp, f.name, f).dequantize()
+    zp_out = int(zp) if np.ndim(zp) == 0 else zp
+    return QuantizedTensor(n, sc, zp_out, f.name, f, rule.granularity, rule.axis, None, None, None,
+                           qmin, qmax, scheme)
+
+
+def _given_int_params(v, f: Format, ax, scale, zero_point, symmetric, narrow_range):
+    """(scale, zero point, qmin, qmax) of a given scale: zero point as given (default 0, or
+    2**(bits-1) for a symmetric unsigned format); codes span the format's range
+    (-127..127 for a signed symmetric scheme with narrow_range, as without a given scale)."""
+    bits = width(f)
+    sc = given_scale(scale, "scale", v, ax)
+    default_zp = 0 if (f.signed or not symmetric) else 1 << (bits - 1)
+    zp = np.asarray(default_zp if zero_point is None else zero_point)
+    if zp.dtype.kind not in "iu":
+        raise TypeError("zero_point must be an integer or an integer array")
+    zp = channel_layout(zp.astype(np.int64), v, ax)
+    qmin, qmax = (int(f.min), int(f.max)) if f.signed else (0, (1 << bits) - 1)
+    if f.signed and symmetric and narrow_range and zero_point is None:
+        qmin += 1
+    return sc, zp, qmin, qmax
+
+
+def _float(v, frac, sticky, narrow, f: Format, rule: _ScaleRule, scale, overflow, mode, rng):
+    """Float formats per tensor or per channel: ``round(x / scale)`` in the format, the
+    scale given or ``amax * 2**margin / max`` (default for formats of at most 8 bits)."""
     if scale is None:
-        scale = "amax" if f.bits <= 8 else 1.0
+        scale = "amax" if width(f) <= 8 else 1.0
     if isinstance(scale, str):
         if scale != "amax":
             raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
-        if calibration == "mse":
-            lo, hi = mse_range(v, f, granularity, ax, True, True, pow2_scale, narrow, mode, rng)
-        else:
-            lo, hi = calibrated_range(v, granularity, ax, calibration, percentile, True)
-        sc = fp32_scale(hi * 2.0 ** margin / f.max, pow2_scale)
+        _, hi = rule.range(v, f, True, True, narrow, mode, rng)
+        sc = fp32_scale(hi * 2.0 ** rule.margin / f.max, rule.pow2)
     else:
-        sc = given_scale(scale, "scale", v, ax)
-    ov = overflow if overflow is not None else None
-    r = round_float_quotients(v, frac, ex.resid if mode == "stochastic" else ex.sticky, narrow, sc, f,
-                     mode, ov, rng)
-    return QuantizedTensor(r, sc, 0, f.name, f, granularity, ax, scheme=scheme)
+        sc = given_scale(scale, "scale", v, rule.axis)
+    r = round_float_quotients(v, frac, sticky, narrow, sc, f, mode, overflow, rng)
+    return QuantizedTensor(r, sc, 0, f.name, f, rule.granularity, rule.axis, scheme="symmetric")
 
 
 _QUANTIZE_DEFAULTS = {k: v.default for k, v in __import__("inspect").signature(quantize).parameters.items()
@@ -227,7 +317,7 @@ def fake_quant(x, fmt="int8", **options) -> np.ndarray:
         if unknown:
             raise TypeError(f"fake_quant() got unexpected keyword argument(s) {sorted(unknown)}")
         opts.update(options)
-        return _quantize(x, fmt, True, **opts)
+        return _quantize(x, fmt, True, opts)
     return quantize(x, fmt, **options).dequantize()
 
 

@@ -237,7 +237,7 @@ class QuantizedTensor:
     def bits_per_element(self) -> float:
         """Storage cost: element bits plus the scales' (and zero points') share."""
         n = max(self.elements.size, 1)
-        eb = self.element_format.bits
+        eb = width(self.element_format)
         if self.granularity == "block":
             nscale = np.size(self.scale)
             extra = 8 * nscale + (32 if self.tensor_scale is not None else 0)
@@ -339,8 +339,14 @@ class QuantizedTensor:
                    tensor_scale=ts, scheme="symmetric")
 
 
+def width(fmt: Format) -> int:
+    """A format's width in bits (``Format.bits``, always set once the format is built)."""
+    assert fmt.bits is not None
+    return fmt.bits
+
+
 def int_dtype(fmt: Format):
-    return np.dtype(np.int8 if fmt.signed else np.uint8) if fmt.bits <= 8 else \
+    return np.dtype(np.int8 if fmt.signed else np.uint8) if width(fmt) <= 8 else \
         np.dtype(np.int16 if fmt.signed else np.uint16)
 
 
@@ -353,11 +359,13 @@ def dequantize(q: QuantizedTensor, dtype=np.float64) -> np.ndarray:
 
 
 def _block_dequantize(q: QuantizedTensor):
-    rows, meta = split_blocks(q.elements, q.axis, q.block_size)
-    s = np.moveaxis(np.asarray(q.scale, np.float64), q.axis, -1).reshape(-1)
+    axis = q.axis
+    assert axis is not None  # block-scaled tensors always have their axis
+    rows, meta = split_blocks(q.elements, axis, q.block_size)
+    s = np.moveaxis(np.asarray(q.scale, np.float64), axis, -1).reshape(-1)
     if q.tensor_scale is not None:
         s = s * q.tensor_scale  # e4m3 * fp32: exact in float64
     out = rows * s[:, None]
     if np.isnan(s).any():
         out[np.isnan(s)] = np.nan  # a NaN scale makes its whole block NaN
-    return unsplit_blocks(out, meta, q.axis, q.block_size)
+    return unsplit_blocks(out, meta, axis, q.block_size)

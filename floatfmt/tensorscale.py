@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._formats import Format, get_format
+from .quantized import width
 from .quotients import remainder_kwargs, scaled_quotient
 from .rounding import round_values
 
@@ -62,7 +63,7 @@ def calibrated_range(v, granularity, axis, calibration, percentile, symmetric):
 
 def int_scale_params(lo, hi, fmt: Format, symmetric, narrow_range, pow2):
     """(scale fp32, zero_point, qmin, qmax) for an integer format and a range."""
-    n = fmt.bits
+    n = width(fmt)
     if fmt.signed:
         qmin, qmax = -(1 << (n - 1)), (1 << (n - 1)) - 1
     else:
@@ -70,7 +71,7 @@ def int_scale_params(lo, hi, fmt: Format, symmetric, narrow_range, pow2):
     if symmetric:
         if narrow_range:
             qmin = qmin + 1 if fmt.signed else qmin + 1
-        half = (1 << (n - 1)) - 1  # 127 for 8 bits
+        half: float = (1 << (n - 1)) - 1  # 127 for 8 bits
         if not fmt.signed and not narrow_range:
             half = (qmax - qmin) / 2  # 127.5 for uint8, as PyTorch's observers
         amax = np.maximum(np.abs(lo), np.abs(hi))
