@@ -197,7 +197,7 @@ _B200_FP8 = ("NVIDIA B200 (Blackwell); FP8: c added after the fused products wit
              "round-to-nearest-even addition (c_entry='after'), the rule that reproduces "
              "every measured B200 FP8-to-fp32 row of Khattak & Mikaitis")
 
-_GPUS = {
+_GPUS: dict[str, tuple[str, dict[str, tuple]]] = {
     # gpu: (description, {input format group: (F, L, step_fmt[, c_entry[, description]])})
     "v100": ("NVIDIA V100 (Volta)", {"fp16": (23, 4, None)}),
     "t4": ("NVIDIA T4 (Turing)", {"fp16": (24, 8, None), "int8": (0, 16, None)}),
