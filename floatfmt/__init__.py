@@ -19,6 +19,7 @@ from ._formats import Format, formats, get_format, register
 from ._info import FormatInfo, info
 from .packing import pack, unpack
 from .rounding import MODES, OVERFLOWS
+from .threads import get_num_threads, limit_threads, set_num_threads
 
 # Bound eagerly (not lazily): the function shares its module's name, and a lazy
 # binding would be replaced by the module object on `import floatfmt.explain`.
@@ -45,7 +46,7 @@ _LAZY = {
 __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
            "pack", "unpack",
            "Format", "FormatInfo", "formats", "get_format", "register", "info",
-           "MODES", "OVERFLOWS", *_LAZY]
+           "MODES", "OVERFLOWS", "get_num_threads", "set_num_threads", "limit_threads", *_LAZY]
 
 
 def __getattr__(name):

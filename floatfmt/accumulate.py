@@ -33,11 +33,13 @@ from __future__ import annotations
 import builtins
 import difflib
 import math
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
 
 from . import eft
+from .threads import block_rng, run_parts
 from .ops import InFormat, check_invalid, make_ctx, operand_values, zero_signs, fma as _fma, mul as _mul
 
 __all__ = ["sum", "dot", "matmul", "ORDERS"]
@@ -286,8 +288,41 @@ def sum(x, fmt, acc_fmt=None, order="sequential", axis=None, *, block=32, out_fm
     if not -v.ndim <= axis < v.ndim:
         raise ValueError(f"sum: axis {axis} is out of range for a {v.ndim}-dimensional input")
     T = np.moveaxis(v, axis, 0)
-    r = _reduce(T, actx, order, block, octx)
+    r = _reduce_split(T, actx, order, block, octx)
     return _final(r, order, actx, octx, False)
+
+
+_SPLIT_ELEMS = 1 << 14  # outputs per part of _reduce_split (a core's cache of partial sums)
+
+
+def _reduce_split(T, actx, order, block, octx):
+    """``_reduce`` over axis 0 of T, in parts along T's axis 1 (the outputs are
+    independent) shared among threads (``floatfmt.threads``).  Under stochastic
+    rounding part p draws from ``threads.block_rng(k, p)``, k drawn once from the
+    generator (one part: the generator itself), whatever the thread count."""
+    if T.ndim < 2 or T.shape[0] == 0:
+        return _reduce(T, actx, order, block, octx)
+    rows = T.shape[1]
+    per_row = max(1, int(np.prod(T.shape[2:], dtype=np.int64)))
+    step = max(1, _SPLIT_ELEMS // per_row)
+    parts = -(-rows // step)
+    if parts < 2:
+        return _reduce(T, actx, order, block, octx)
+    key = None
+    if actx.mode == "stochastic":
+        key = int(actx.rng.integers(0, 1 << 63))
+    out = np.empty(T.shape[1:])
+
+    def part(p):
+        a, o = actx, octx
+        if key is not None:
+            g = block_rng(key, p)
+            a = replace(actx, rng=g)
+            o = a if octx is actx else replace(octx, rng=g)
+        out[p * step:(p + 1) * step] = _reduce(T[:, p * step:(p + 1) * step], a, order, block, o)
+
+    run_parts(parts, part)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,6 +377,8 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
     with np.errstate(invalid="ignore", over="ignore"):
         if order in ("sequential", "kahan"):
             if order == "sequential" and _seq_products_ok(actx):
+                if kind == "matmul":
+                    return _seq_products_rows(x, y, n, out_shape, actx)
                 return _seq_products(xk, yk, n, out_shape, actx)
             gen = (np.broadcast_to(xk(k) * yk(k), out_shape) for k in range(n))
             if order == "sequential":
@@ -355,10 +392,22 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
         per_row = max(1, int(np.prod(out_shape[:-2], dtype=np.int64)) * out_shape[-1] * n)
         step = max(1, _CHUNK_ELEMS // per_row)
         out = np.empty(out_shape)
-        for r0 in range(0, rows, step):
+        parts = -(-rows // step)
+        key = int(actx.rng.integers(0, 1 << 63)) if actx.mode == "stochastic" and parts > 1 \
+            else None
+
+        def part(p):  # a few rows (parts run on threads; under SR, block_rng(key, p))
+            a, o = actx, octx
+            if key is not None:
+                a = replace(actx, rng=block_rng(key, p))
+                o = a if octx is actx else replace(octx, rng=a.rng)
+            r0 = p * step
             xs = x[..., r0:r0 + step, :]
-            T = np.moveaxis(xs[..., :, :, None] * y[..., None, :, :], -2, 0)
-            out[..., r0:r0 + step, :] = _reduce(T, actx, order, block, octx)
+            with np.errstate(invalid="ignore", over="ignore"):
+                T = np.moveaxis(xs[..., :, :, None] * y[..., None, :, :], -2, 0)
+            out[..., r0:r0 + step, :] = _reduce(T, a, order, block, o)
+
+        run_parts(parts, part)
         return out
 
 
@@ -368,19 +417,72 @@ def _seq_products_ok(actx) -> bool:
     return actx.mode not in ("stochastic", "down") and actx.fmt.has_nan
 
 
+_SEQ_TILE = 1 << 14  # outputs per tile of _seq_products_rows: four buffers in a core's cache
+
+
+def _seq_products_rows(x, y, n, out_shape, actx):
+    """``_seq_products`` of a matmul, by tiles of output rows (about ``_SEQ_TILE``
+    outputs each, so that its buffers stay in cache) shared among threads
+    (``floatfmt.threads``): the rows are independent, so the result is the same."""
+    rows = out_shape[-2]
+    per_row = max(1, int(np.prod(out_shape[:-2], dtype=np.int64)) * out_shape[-1])
+    step = max(1, _SEQ_TILE // per_row)
+    out = np.empty(out_shape)
+
+    def tile(t):
+        r0, r1 = t * step, min(rows, (t + 1) * step)
+        xs = x[..., r0:r1, :]
+        out[..., r0:r1, :] = _seq_products(lambda k: xs[..., :, k, None],
+                                           lambda k: y[..., None, k, :], n,
+                                           out_shape[:-2] + (r1 - r0, out_shape[-1]), actx)
+
+    run_parts(-(-rows // step), tile)
+    return out
+
+
 def _seq_products(xk, yk, n, out_shape, actx):
     """``_seq`` over the exact products xk(k) * yk(k), with its results bit for bit, in
-    preallocated buffers: each step forms the float64 sum s = acc + t and its TwoSum error
-    e, rounds s as it is, and rounds again, with the remainder class of e, only the few
-    elements where e != 0 and s is a multiple of half a step of acc_fmt (elsewhere a
-    remainder below half a float64 ulp of s cannot move s across a rounding decision).
-    A step with a non-finite sum is handed to ``_round_add``."""
+    preallocated buffers: each step forms the float64 sum s = acc + t, rounds s as it
+    is, and rounds again, with the remainder class of the TwoSum error e of s, only the
+    few elements where e != 0 and s is a multiple of half a step of acc_fmt (elsewhere
+    a remainder below half a float64 ulp of s cannot move s across a rounding decision):
+    e is computed there only.  A step with a non-finite sum is handed to ``_round_add``."""
     acc = np.array(actx.round(np.broadcast_to(xk(0) * yk(0), out_shape)), np.float64)
     if n == 1:
         return acc
-    T, S, B, E = (np.empty(out_shape) for _ in range(4))
+    T, S = np.empty(out_shape), np.empty(out_shape)
     f = actx.fmt
-    low = np.int64((1 << (52 - f.mbits - 1)) - 1) if f.kind == "float" and f.mbits <= 50 else None
+    if not (f.kind == "float" and f.mbits <= 50):
+        return _seq_products_all(xk, yk, n, acc, T, S, actx)
+    low = np.int64((1 << (52 - f.mbits - 1)) - 1)
+    W, Z = np.empty(out_shape, np.int64), np.empty(out_shape, np.bool_)
+    for k in range(1, n):
+        np.multiply(xk(k), yk(k), out=T)
+        np.add(acc, T, out=S)
+        # candidates: s has no bits below its leading mbits + 1 (Inf and zero included)
+        np.bitwise_and(S.view(np.int64), low, out=W)
+        np.equal(W, 0, out=Z)
+        idx = np.flatnonzero(Z)
+        if idx.size:
+            sv, av, tv = S.reshape(-1)[idx], acc.reshape(-1)[idx], T.reshape(-1)[idx]
+            if not np.isfinite(sv).all():
+                acc = _round_add(acc, T, actx)
+                continue
+            b = sv - av  # TwoSum: e = (acc - (s - b)) + (t - b)
+            ef = (av - (sv - b)) + (tv - b)
+            nz = ef != 0
+            idx, sv, ef = idx[nz], sv[nz], ef[nz]
+            ts, cs = eft.to_sticky(sv, ef) if idx.size else (None, None)
+        actx.round(S, out=acc)
+        if idx.size:
+            acc.reshape(-1)[idx] = actx.round(ts, cs)
+    return acc
+
+
+def _seq_products_all(xk, yk, n, acc, T, S, actx):
+    """``_seq_products`` for accumulator formats of more than 50 fraction bits (or
+    integers): the TwoSum error of every sum."""
+    B, E = np.empty(S.shape), np.empty(S.shape)
     for k in range(1, n):
         np.multiply(xk(k), yk(k), out=T)
         np.add(acc, T, out=S)
@@ -395,14 +497,7 @@ def _seq_products(xk, yk, n, out_shape, actx):
             if not np.isfinite(ef).all():
                 acc = _round_add(acc, T, actx)
                 continue
-            sv = S.reshape(-1)[idx]
-            if low is not None:
-                # the remainder e (|e| <= half an ulp of s in float64) can only change the
-                # rounding where s is a decision point of acc_fmt: a multiple of half its
-                # step, so s has no bits below its leading mbits + 1; skip the others
-                keep = (sv.view(np.int64) & low) == 0
-                idx, sv, ef = idx[keep], sv[keep], ef[keep]
-            ts, cs = eft.to_sticky(sv, ef) if idx.size else (None, None)
+            ts, cs = eft.to_sticky(S.reshape(-1)[idx], ef)
         actx.round(S, out=acc)
         if idx.size:
             acc.reshape(-1)[idx] = actx.round(ts, cs)

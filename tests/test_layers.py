@@ -30,6 +30,7 @@ LAYER_OF_PREFIX = {
     "floatfmt._cast": "core",
     "floatfmt._info": "core",
     "floatfmt.packing": "core",
+    "floatfmt.threads": "core",
     # arithmetic: error-free transformations, ops, arrays, accumulation, matrix units
     "floatfmt.eft": "arithmetic",
     "floatfmt.ops": "arithmetic",
