@@ -47,7 +47,7 @@ import numpy as np
 
 from ._xp import NUMPY, is_tensor, namespace
 from ._formats import Format
-from .threads import run_blocks
+from . import threads
 
 __all__ = ["MODES", "OVERFLOWS", "resolve_mode", "resolve_overflow", "make_rng", "round_values",
            "Decision", "decide", "resid_class"]
@@ -401,22 +401,19 @@ _TORCH_CHUNK = 1 << 18
 
 # ------------------------------------------------------------------------- the chunk loop
 def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf=None):
-    """Round xf into res: blocks of ``threads.BLOCK`` elements shared among threads
-    (``floatfmt.threads``), each done chunk by chunk by ``_round_range``."""
-    plan = _plan(fmt, mode, policy, sr_bits)
-    alias = plan is not None and np.may_share_memory(xf, res)
-
-    def work(i, j, g):
-        _round_range(xf[i:j], None if sf is None else sf[i:j], res[i:j], plan, alias, fmt,
-                     mode, policy, ftz, daz_below, g, sr_bits, None if rf is None else rf[i:j])
-
-    run_blocks(xf.size, work, rng if mode == "stochastic" else None)
-
-
-def _round_range(xf, sf, res, plan, alias, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf):
-    """Round xf into res, chunk by chunk, on the calling thread (its own scratch buffers)."""
+    """Round xf into res chunk by chunk; above one block (``threads.BLOCK`` elements) the
+    blocks are shared among threads (``floatfmt.threads``), each done by this function."""
     n = xf.size
+    if n > threads.BLOCK:
+        def work(i, j, g):
+            _round_all(xf[i:j], None if sf is None else sf[i:j], res[i:j], fmt, mode, policy,
+                       ftz, daz_below, g, sr_bits, None if rf is None else rf[i:j])
+
+        threads.run_blocks(n, work, rng if mode == "stochastic" else None)
+        return
+    plan = _plan(fmt, mode, policy, sr_bits)
     bufs = _buffers() if plan is not None else None
+    alias = plan is not None and np.may_share_memory(xf, res)
     for i in range(0, n, _CHUNK):
         j = min(i + _CHUNK, n)
         xc, o = xf[i:j], res[i:j]
@@ -554,6 +551,13 @@ class _Ovf(enum.Enum):
     NAN_DOWN = "nan_down"        # nan policy, down: NaN below -max, +max above max
 
 
+# module-level aliases: the fast path tests them per chunk (a global is quicker to read
+# than an Enum class attribute)
+_COPY, _INT = _Kind.COPY, _Kind.INT
+(_O_NONE, _O_CLIP, _O_MAX_NEG, _O_MAX_POS, _O_CLIP_FINITE, _O_NAN, _O_NAN_UP,
+ _O_NAN_DOWN) = _Ovf
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """Constants for the fast path of one (format, mode, policy, sr_bits), made once by
@@ -657,7 +661,7 @@ def _plan_cached(fmt, mode, policy, sr_bits):
 
 def _sticky_ok(xc, p) -> bool:
     """Whether the fast path can take a chunk with a sticky part (see _fast_chunk)."""
-    return (p.kind is not _Kind.COPY and p.mode != "stochastic"
+    return (p.kind is not _COPY and p.mode != "stochastic"
             and not (np.isinf(np.fmax.reduce(xc)) or np.isinf(np.fmin.reduce(xc))))
 
 
@@ -682,16 +686,16 @@ def _fast_chunk(xc, o, p, rng, b, sc=None) -> bool:
     trunc(y) + sign(x); everywhere else x + d rounds like x.
     """
     k = xc.size
-    if p.kind is _Kind.COPY:
+    if p.kind is _COPY:
         np.copyto(o, xc)
-        if p.ovf is _Ovf.CLIP:
+        if p.ovf is _O_CLIP:
             _clip(o, -p.max, p.max, out=o)
         return True
     if p.inf_check and (np.fmax.reduce(xc) == np.inf or np.fmin.reduce(xc) == -np.inf):
         return False  # Inf - Inf inside nearest-away / stochastic: general path
     E = b.e[:k]  # one int64 buffer holds 2**ee, then inv, then q (cache-friendly)
     Ef = E.view(np.float64)
-    is_int = p.kind is _Kind.INT
+    is_int = p.kind is _INT
     if is_int:
         np.multiply(xc, 0.5 if p.mode == "odd" else 1.0, out=o)
     else:
@@ -755,7 +759,7 @@ def _fast_chunk(xc, o, p, rng, b, sc=None) -> bool:
     np.multiply(o, Ef, out=o)
     if p.back is not None:
         np.multiply(o, p.back, out=o)
-    if p.ovf is not _Ovf.NONE and not _fast_overflow(xc, o, p, E):
+    if p.ovf is not _O_NONE and not _fast_overflow(xc, o, p, E):
         return False
     if p.plus0:
         np.add(o, 0.0, out=o)
@@ -783,11 +787,11 @@ def _sticky_fix(xc, y, sc, mode, V):
 def _fast_overflow(xc, o, p, T) -> bool:
     """Apply the overflow policy in place; False when Inf inputs need the general path."""
     ovf, mx = p.ovf, p.max
-    if ovf is _Ovf.CLIP:
+    if ovf is _O_CLIP:
         _clip(o, -mx, mx, out=o)
         return True
     ob = o.view(np.int64)
-    if ovf is _Ovf.NAN:  # |o| > max -> NaN of the same sign (Inf inputs included)
+    if ovf is _O_NAN:  # |o| > max -> NaN of the same sign (Inf inputs included)
         np.bitwise_and(ob, _ABS, out=T)  # magnitude bits; NaN and Inf sort above max
         if np.max(T) <= p.max_bits:
             return True
@@ -795,29 +799,29 @@ def _fast_overflow(xc, o, p, T) -> bool:
     hi, lo = np.fmax.reduce(o), np.fmin.reduce(o)
     if hi <= mx and lo >= -mx:
         return True
-    if ovf is _Ovf.MAX_NEG:  # up, Inf policy: negatives past -max give -max (-Inf stays)
+    if ovf is _O_MAX_NEG:  # up, Inf policy: negatives past -max give -max (-Inf stays)
         if lo < -mx:
             if np.fmin.reduce(xc) == -np.inf:
                 return False
             np.maximum(o, -mx, out=o)
         return True
-    if ovf is _Ovf.MAX_POS:
+    if ovf is _O_MAX_POS:
         if hi > mx:
             if np.fmax.reduce(xc) == np.inf:
                 return False
             np.minimum(o, mx, out=o)
         return True
-    if ovf is _Ovf.CLIP_FINITE:  # toward zero / odd: +-max, but Inf inputs follow the policy
+    if ovf is _O_CLIP_FINITE:  # toward zero / odd: +-max, but Inf inputs follow the policy
         if np.isinf(hi) or np.isinf(lo):
             return False
         _clip(o, -mx, mx, out=o)
         return True
     # up (down): positives (negatives) past max -> NaN, the other side -> +-max
-    if ovf is _Ovf.NAN_UP and lo < -mx:
+    if ovf is _O_NAN_UP and lo < -mx:
         if lo == -np.inf:
             return False
         np.maximum(o, -mx, out=o)
-    if ovf is _Ovf.NAN_DOWN and hi > mx:
+    if ovf is _O_NAN_DOWN and hi > mx:
         if hi == np.inf:
             return False
         np.minimum(o, mx, out=o)
