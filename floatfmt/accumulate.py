@@ -39,7 +39,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import eft
-from .threads import block_rng, run_parts
+from .threads import block_rng, get_num_threads, run_parts
 from .ops import InFormat, check_invalid, make_ctx, operand_values, zero_signs, fma as _fma, mul as _mul
 
 __all__ = ["sum", "dot", "matmul", "ORDERS"]
@@ -417,16 +417,18 @@ def _seq_products_ok(actx) -> bool:
     return actx.mode not in ("stochastic", "down") and actx.fmt.has_nan
 
 
-_SEQ_TILE = 1 << 14  # outputs per tile of _seq_products_rows: four buffers in a core's cache
+_SEQ_TILE = 1 << 12  # fewest outputs per tile of _seq_products_rows
 
 
 def _seq_products_rows(x, y, n, out_shape, actx):
-    """``_seq_products`` of a matmul, by tiles of output rows (about ``_SEQ_TILE``
-    outputs each, so that its buffers stay in cache) shared among threads
-    (``floatfmt.threads``): the rows are independent, so the result is the same."""
+    """``_seq_products`` of a matmul, in one tile of output rows per thread (tiles of at
+    least ``_SEQ_TILE`` outputs; one tile on one thread, where whole-array passes are
+    quickest), the tiles shared among threads (``floatfmt.threads``): the rows are
+    independent and the rounding elementwise, so the tiling changes no result."""
     rows = out_shape[-2]
     per_row = max(1, int(np.prod(out_shape[:-2], dtype=np.int64)) * out_shape[-1])
-    step = max(1, _SEQ_TILE // per_row)
+    parts = max(1, min(get_num_threads(), rows, rows * per_row // _SEQ_TILE))
+    step = -(-rows // parts)
     out = np.empty(out_shape)
 
     def tile(t):
@@ -442,47 +444,17 @@ def _seq_products_rows(x, y, n, out_shape, actx):
 
 def _seq_products(xk, yk, n, out_shape, actx):
     """``_seq`` over the exact products xk(k) * yk(k), with its results bit for bit, in
-    preallocated buffers: each step forms the float64 sum s = acc + t, rounds s as it
-    is, and rounds again, with the remainder class of the TwoSum error e of s, only the
-    few elements where e != 0 and s is a multiple of half a step of acc_fmt (elsewhere
-    a remainder below half a float64 ulp of s cannot move s across a rounding decision):
-    e is computed there only.  A step with a non-finite sum is handed to ``_round_add``."""
+    preallocated buffers: each step forms the float64 sum s = acc + t and its TwoSum error
+    e, rounds s as it is, and rounds again, with the remainder class of e, only the few
+    elements where e != 0 and s is a multiple of half a step of acc_fmt (elsewhere a
+    remainder below half a float64 ulp of s cannot move s across a rounding decision).
+    A step with a non-finite sum is handed to ``_round_add``."""
     acc = np.array(actx.round(np.broadcast_to(xk(0) * yk(0), out_shape)), np.float64)
     if n == 1:
         return acc
-    T, S = np.empty(out_shape), np.empty(out_shape)
+    T, S, B, E = (np.empty(out_shape) for _ in range(4))
     f = actx.fmt
-    if not (f.kind == "float" and f.mbits <= 50):
-        return _seq_products_all(xk, yk, n, acc, T, S, actx)
-    low = np.int64((1 << (52 - f.mbits - 1)) - 1)
-    W, Z = np.empty(out_shape, np.int64), np.empty(out_shape, np.bool_)
-    for k in range(1, n):
-        np.multiply(xk(k), yk(k), out=T)
-        np.add(acc, T, out=S)
-        # candidates: s has no bits below its leading mbits + 1 (Inf and zero included)
-        np.bitwise_and(S.view(np.int64), low, out=W)
-        np.equal(W, 0, out=Z)
-        idx = np.flatnonzero(Z)
-        if idx.size:
-            sv, av, tv = S.reshape(-1)[idx], acc.reshape(-1)[idx], T.reshape(-1)[idx]
-            if not np.isfinite(sv).all():
-                acc = _round_add(acc, T, actx)
-                continue
-            b = sv - av  # TwoSum: e = (acc - (s - b)) + (t - b)
-            ef = (av - (sv - b)) + (tv - b)
-            nz = ef != 0
-            idx, sv, ef = idx[nz], sv[nz], ef[nz]
-            ts, cs = eft.to_sticky(sv, ef) if idx.size else (None, None)
-        actx.round(S, out=acc)
-        if idx.size:
-            acc.reshape(-1)[idx] = actx.round(ts, cs)
-    return acc
-
-
-def _seq_products_all(xk, yk, n, acc, T, S, actx):
-    """``_seq_products`` for accumulator formats of more than 50 fraction bits (or
-    integers): the TwoSum error of every sum."""
-    B, E = np.empty(S.shape), np.empty(S.shape)
+    low = np.int64((1 << (52 - f.mbits - 1)) - 1) if f.kind == "float" and f.mbits <= 50 else None
     for k in range(1, n):
         np.multiply(xk(k), yk(k), out=T)
         np.add(acc, T, out=S)
@@ -497,7 +469,14 @@ def _seq_products_all(xk, yk, n, acc, T, S, actx):
             if not np.isfinite(ef).all():
                 acc = _round_add(acc, T, actx)
                 continue
-            ts, cs = eft.to_sticky(S.reshape(-1)[idx], ef)
+            sv = S.reshape(-1)[idx]
+            if low is not None:
+                # the remainder e (|e| <= half an ulp of s in float64) can only change the
+                # rounding where s is a decision point of acc_fmt: a multiple of half its
+                # step, so s has no bits below its leading mbits + 1; skip the others
+                keep = (sv.view(np.int64) & low) == 0
+                idx, sv, ef = idx[keep], sv[keep], ef[keep]
+            ts, cs = eft.to_sticky(sv, ef) if idx.size else (None, None)
         actx.round(S, out=acc)
         if idx.size:
             acc.reshape(-1)[idx] = actx.round(ts, cs)

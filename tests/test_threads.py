@@ -53,7 +53,7 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(rounding, "_CHUNK", 1 << 11)
     monkeypatch.setattr(codec, "_CHUNK", 1 << 11)
     monkeypatch.setattr(ops, "_OP_CHUNK", 1 << 11)
-    monkeypatch.setattr(accumulate, "_SEQ_TILE", 1 << 9)
+    monkeypatch.setattr(accumulate, "_SEQ_TILE", 1 << 7)
     monkeypatch.setattr(accumulate, "_SPLIT_ELEMS", 1 << 9)
 
 
