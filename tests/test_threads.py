@@ -359,3 +359,17 @@ def test_peak_memory_bounded_by_chunks_times_threads(what):
         bound = 24 * chunk * t
         assert full <= bound, (what, t, full, bound)
         assert full <= half + 4 * chunk * t, (what, t, full, half)  # does not grow with n
+
+
+def test_errors_from_a_block_reach_the_caller(small_blocks):
+    """A ValueError raised in one block (NaN into a format without NaN, in a late block)
+    is the caller's, whatever the thread count, and the pool stays usable."""
+    x = np.ones(20_000)
+    x[17_000] = np.nan
+    for n in COUNTS:
+        with ff.limit_threads(n):
+            with pytest.raises(ValueError, match="NaN"):
+                ff.encode(x, "fp4_e2m1")
+            with pytest.raises(ValueError, match="NaN"):
+                ff.add(x, x, "fp4_e2m1")
+            assert ff.encode(np.ones(20_000), "fp4_e2m1").sum() == 2 * 20_000
