@@ -134,7 +134,10 @@ def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
     integers) or None for the format's own behaviour.  ``ftz`` flushes
     subnormal results to signed zero; ``daz`` treats inputs that are subnormal
     in their own format as zero.  ``rng`` (a Generator or seed) and
-    ``sr_bits`` drive stochastic rounding.
+    ``sr_bits`` drive stochastic rounding (an array longer than one block of
+    ``floatfmt.threads.BLOCK`` elements draws each block's bits from a generator
+    keyed by the block's index, so a seed gives the same result on any number of
+    threads: see ``ff.set_num_threads``).
 
     Scalars give a Python float; arrays keep their shape, in the input's float
     dtype when it holds every value of ``fmt`` exactly, else float64

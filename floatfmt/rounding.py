@@ -328,7 +328,11 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
     also for formats that cannot encode NaN).
 
     The work is done in chunks of ``_CHUNK`` elements, so the extra memory is a
-    few chunk-sized buffers whatever the size of x.
+    few chunk-sized buffers (per thread) whatever the size of x.  Above one block
+    (``threads.BLOCK`` elements) the blocks run on threads (``floatfmt.threads``);
+    stochastic rounding then draws each block's random bits from a generator keyed
+    by the block's index (one 63-bit key drawn from ``rng``), so the result of a
+    seed does not depend on the thread count.
     """
     if is_tensor(x):
         if resid is not None:
