@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt import accumulate, codec, ops, rounding, threads
+from floatfmt import accumulate, codec, ops, rounding, tensorcore, threads
 
 COUNTS = (1, 2, 3)
 
@@ -48,13 +48,17 @@ def assert_same_for_every_count(fn, what=""):
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """Blocks of 2**12 elements and chunks of 2**11: many blocks on small arrays."""
+    """Blocks of 2**12 elements and chunks of 2**11, small row tiles: many blocks and
+    tiles on small arrays."""
     monkeypatch.setattr(threads, "BLOCK", 1 << 12)
     monkeypatch.setattr(rounding, "_CHUNK", 1 << 11)
     monkeypatch.setattr(codec, "_CHUNK", 1 << 11)
     monkeypatch.setattr(ops, "_OP_CHUNK", 1 << 11)
     monkeypatch.setattr(accumulate, "_SEQ_TILE", 1 << 7)
     monkeypatch.setattr(accumulate, "_SPLIT_ELEMS", 1 << 9)
+    monkeypatch.setattr(accumulate, "_CHUNK_ELEMS", 1 << 14)  # matmul rows of vectorised orders
+    monkeypatch.setattr(tensorcore, "_TILE_TERMS", 1 << 11)
+    monkeypatch.setattr(tensorcore, "_ROWS_ELEMS", 1 << 12)
 
 
 def _values(n, seed=0):
