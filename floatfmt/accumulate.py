@@ -429,7 +429,7 @@ def _seq_products_rows(x, y, n, out_shape, actx):
     rows = out_shape[-2]
     per_row = max(1, int(np.prod(out_shape[:-2], dtype=np.int64)) * out_shape[-1])
     parts = max(1, min(get_num_threads(), rows, rows * per_row // _SEQ_TILE))
-    step = -(-rows // parts)
+    step = max(1, -(-rows // parts))  # (no rows: no tile)
     out = np.empty(out_shape)
 
     def tile(t):
