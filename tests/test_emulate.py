@@ -257,3 +257,34 @@ def test_bad_input():
     fft.emulate(lin, mine)
     y = lin(torch.ones(3, 4))
     assert y.shape == (3, 2) and y.dtype == torch.float32
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp8_tensorwise", "mxfp4"])
+def test_leading_axes_bias_free_layers_and_inputs_without_grad(name):
+    """A (batch, seq, features) input gives what its flattened (batch*seq, features) rows
+    give; a Linear without bias and an input that needs no gradient change nothing else
+    (the input-gradient GEMM is skipped, the weight gradient is the same)."""
+    r = fft.get_recipe(name)
+    torch.manual_seed(4)
+    lin = nn.Linear(24, 16, bias=False)
+    fft.emulate(lin, r)
+    xv = data(30, (3, 5, 24)).astype(np.float32)
+    gv = data(31, (3, 5, 16)).astype(np.float32)
+    x3 = torch.from_numpy(xv).requires_grad_()
+    y3 = lin(x3)
+    y3.backward(torch.from_numpy(gv))
+    gw3 = lin.weight.grad.clone()
+    assert lin.bias is None and y3.shape == (3, 5, 16)
+    fft.unemulate(lin)
+    fft.emulate(lin, r)  # fresh delayed-scaling state, as for the 3-D run
+    lin.weight.grad = None
+    y2 = lin(torch.from_numpy(xv.reshape(15, 24)))  # no requires_grad on the input
+    y2.backward(torch.from_numpy(gv.reshape(15, 16)))
+    assert same(y3.detach().numpy().reshape(15, 16), y2.detach().numpy())
+    assert same(gw3.numpy(), lin.weight.grad.numpy())
+    w = lin.weight.detach().double().numpy()
+    ds = ff.DelayedScaling(r.history_len, r.amax_algo, r.margin, r.fwd_fmt, r.bwd_fmt) \
+        if r.scaling == "delayed" else None
+    qx = ref_operand(xv.reshape(15, 24).astype(np.float64), r.fwd_fmt, r, 1, ds, "input")
+    qw = ref_operand(w, r.fwd_fmt, r, 1, ds, "weight")
+    assert same(y2.detach().numpy(), ref_gemm(qx, r.fwd_fmt, (qw[0].T, qw[1]), r.fwd_fmt, r, r.out_fmt))
