@@ -240,6 +240,8 @@ def test_bad_input():
         fft.emulate(np.ones(3), "bf16")
     with pytest.raises(ValueError, match="scaling"):
         fft.Recipe("mine", fwd_fmt="mxfp8", scaling="tensor")
+    with pytest.raises(ValueError, match="mxfp8"):  # an unknown block format lists the close ones
+        fft.Recipe("mine", fwd_fmt="mxfp9", bwd_fmt="mxfp8", scaling="block")
     with pytest.raises(ValueError, match="not modelled"):
         fft.Recipe("mine", fwd_fmt="mxfp8", bwd_fmt="mxfp8", scaling="block", model="h100")
     with pytest.raises(ValueError, match="no wider than fp32"):

@@ -39,6 +39,7 @@ import dataclasses
 import difflib
 from dataclasses import dataclass
 
+from .._block_formats import get_block_format, is_block_format
 from .._formats import get_format
 from ..accumulate import ORDERS
 from ..tensorcore import TensorCoreModel, get_model
@@ -47,12 +48,6 @@ __all__ = ["Recipe", "RECIPES", "SCALINGS", "get_recipe", "recipes"]
 
 #: How operands are brought into their format (see the module docstring).
 SCALINGS = ("none", "tensor", "delayed", "block")
-
-
-def is_block_format(name: str) -> bool:
-    """Whether ``name`` is a block-scaled quantisation format (``mx*`` or ``nvfp4``)."""
-    key = name.strip().lower()
-    return key.startswith("mx") or key == "nvfp4"
 
 
 @dataclass(frozen=True)
@@ -100,10 +95,12 @@ class Recipe:
             fmt = getattr(self, what)
             if not isinstance(fmt, str):
                 raise TypeError(f"{what} must be a format name, not {type(fmt).__name__}")
-            if (self.scaling == "block") != is_block_format(fmt):
-                raise ValueError(f"{what}={fmt!r} does not go with scaling={self.scaling!r}: "
-                                 "block scaling takes mx*/nvfp4 names, the others element formats")
-            if self.scaling != "block":
+            if self.scaling == "block":
+                get_block_format(fmt)  # raises, listing the block formats
+            elif is_block_format(fmt):
+                raise ValueError(f"{what}={fmt!r} is a block format: it needs scaling='block', "
+                                 f"not {self.scaling!r}")
+            else:
                 _check_narrow(get_format(fmt), what)
         for what in ("out_fmt", "wgrad_fmt", "acc_fmt"):
             _check_narrow(get_format(getattr(self, what)), what)
