@@ -51,7 +51,7 @@ from __future__ import annotations
 import contextlib
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -219,7 +219,6 @@ def matmul_backward(g: np.ndarray, a: np.ndarray, b: np.ndarray, qa: Operand, qb
 class _State:
     recipe: Recipe
     delayed: Any = None
-    saved: dict = field(default_factory=dict)
 
 
 class _LinearFn(torch.autograd.Function):
