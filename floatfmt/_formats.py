@@ -33,7 +33,7 @@ __all__ = ["Format", "get_format", "formats", "register"]
 _NAN_KINDS = ("ieee", "all_ones", "negative_zero", "none")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Format:
     """A binary number format.
 
@@ -54,20 +54,31 @@ class Format:
     bits : total width; derived for floats, required for integers.
     """
 
+    # After construction every field holds its final value (``bias``, ``negative_zero``
+    # and ``bits`` are derived when given as None), so readers see plain ints and bools.
     name: str
-    ebits: int = 0
-    mbits: int = 0
-    bias: int | None = None
-    kind: str = "float"
-    inf: bool = True
-    nan: str = "ieee"
-    signed: bool = True
-    negative_zero: bool | None = None
-    zero: bool = True
-    bits: int | None = None
+    ebits: int
+    mbits: int
+    bias: int
+    kind: str
+    inf: bool
+    nan: str
+    signed: bool
+    negative_zero: bool
+    zero: bool
+    bits: int
     description: str = field(default="", compare=False)
 
-    def __post_init__(self):
+    def __init__(self, name: str, ebits: int = 0, mbits: int = 0, bias: int | None = None, kind: str = "float",
+                 inf: bool = True, nan: str = "ieee", signed: bool = True, negative_zero: bool | None = None,
+                 zero: bool = True, bits: int | None = None, description: str = "") -> None:
+        given = dict(name=name, ebits=ebits, mbits=mbits, bias=bias, kind=kind, inf=inf, nan=nan, signed=signed,
+                     negative_zero=negative_zero, zero=zero, bits=bits, description=description)
+        for key, value in given.items():
+            object.__setattr__(self, key, value)
+        self.__post_init__()
+
+    def __post_init__(self) -> None:
         if self.kind not in ("float", "int"):
             raise ValueError(f"Format.kind must be 'float' or 'int', not {self.kind!r}")
         if self.nan not in _NAN_KINDS:
