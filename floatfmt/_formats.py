@@ -27,8 +27,12 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
+from typing import TYPE_CHECKING, Union
 
-__all__ = ["Format", "get_format", "formats", "register"]
+if TYPE_CHECKING:  # numpy is imported lazily here; the name is for annotations
+    import numpy as np
+
+__all__ = ["Format", "get_format", "formats", "register", "FormatLike"]
 
 _NAN_KINDS = ("ieee", "all_ones", "negative_zero", "none")
 
@@ -279,6 +283,11 @@ _PATTERN = re.compile(r"^(?:(?:fp|float)(\d+)_)?e(\d+)m(\d+)(?:b(\d+))?(fnuz|fn)
 _INT_PATTERN = re.compile(r"^(u?)int(1|2|4|8|16|32|64)$")
 
 
+# What names a format: a registered name or alias ("bf16", "e4m3", "e5m10"), a Format,
+# or a numpy / ml_dtypes dtype or scalar type of a registered format.
+FormatLike = Union[str, Format, "np.dtype", type]
+
+
 def formats() -> list[str]:
     """Canonical names of every registered format, in registry order."""
     return list(_REGISTRY)
@@ -342,7 +351,7 @@ def _dtype_name(obj) -> str | None:
     return None
 
 
-def get_format(fmt) -> Format:
+def get_format(fmt: FormatLike) -> Format:
     """Resolve a format given as a ``Format``, a name, an alias or a dtype.
 
     Names are case-insensitive; ``"e5m10"``-style strings build IEEE-like formats
@@ -389,7 +398,7 @@ def _unknown_format(name: str, reason: str = "") -> ValueError:
                       "(or 'eXmY', 'eXmYfn', 'eXmYfnuz').")
 
 
-def hex_code(code, fmt) -> str:
+def hex_code(code: int, fmt: FormatLike) -> str:
     """A code as ``0x`` hex, zero-padded to the format's width in nibbles.
 
     >>> hex_code(0x1D, "fp8_e4m3"), hex_code(1, "fp16"), hex_code(3, "fp4_e2m1")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from ._formats import Format, get_format, hex_code
+from ._formats import Format, FormatLike, get_format, hex_code
 
 __all__ = ["FormatInfo", "info"]
 
@@ -96,7 +96,7 @@ def _num_finite(f: Format) -> int:
     return total
 
 
-def info(fmt) -> FormatInfo:
+def info(fmt: FormatLike) -> FormatInfo:
     """Facts of a format (``numpy.finfo``-style names).
 
     >>> i = info("fp16"); i.max, i.eps, i.smallest_subnormal, i.precision

@@ -50,10 +50,10 @@ def show(value: str, fmt_name: str, rounding: str = "nearest_even", overflow=Non
     if finite(stored) and (isinstance(src, float) and finite(src) or not isinstance(src, float)
                            and src.is_finite()):
         src = Fraction(src)
-        err = Fraction(stored) - src
-        rel = f"{float(abs(err) / abs(src)):.3e}" if src != 0 else "n/a"
-        lines.append(f"error      {float(err):+.6e} absolute, {rel} relative, "
-                     f"{float(err / Fraction(codec.ulp(stored, fmt))):+.4f} ulp")
+        diff = Fraction(stored) - src
+        rel = f"{float(abs(diff) / abs(src)):.3e}" if src != 0 else "n/a"
+        lines.append(f"error      {float(diff):+.6e} absolute, {rel} relative, "
+                     f"{float(diff / Fraction(codec.ulp(stored, fmt))):+.4f} ulp")
     return "\n".join(lines)
 
 

@@ -480,7 +480,7 @@ _SIGN = np.int64(-0x8000000000000000)  # the sign bit
 _ABS = np.int64(0x7FFFFFFFFFFFFFFF)
 _QNAN = np.int64(0x7FF8000000000000)
 try:  # the clip ufunc itself: np.clip adds ~2 microseconds of Python per call
-    from numpy._core.umath import clip as _clip
+    from numpy._core.umath import clip as _clip  # type: ignore[attr-defined]  # a ufunc numpy's stubs omit
 except ImportError:  # numpy 1.x
     _clip = np.clip
 
@@ -681,7 +681,7 @@ def _fast_chunk(xc, o, p, rng, b, sc=None) -> bool:
         np.bitwise_and(xc.view(np.int64), _SIGN, out=Ub)  # the step carries the sign of x
         np.bitwise_or(o.view(np.int64), Ub, out=o.view(np.int64))
         np.add(V, o, out=o)  # trunc(y) + (+-0 or +-1): zeros keep the sign of x
-    if fix is not None and fix.size:
+    if fix is not None and W is not None and fix.size:  # (fix is set exactly when W is)
         o[fix] = W[fix] + np.copysign(1.0, xc[fix])
         if mode == "odd":
             o[fix] += W[fix]  # y = 2 trunc(y/2): the step is from y, not y/2
@@ -926,7 +926,7 @@ def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz
             x, sticky, st = float(xd[0]), 0, None
             base.update(input=x, sticky=0)
 
-    def finish(r: Fraction | float) -> float:
+    def finish(r: Fraction) -> float:
         """The routine applied to a value already on the grid: only its range handling acts.
         (A format without zero has no input 0 to apply it to: the routine stores its
         smallest value for a result of 0, which the caller reads from ``value``.)"""
@@ -962,6 +962,7 @@ def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz
             return "smallest"
         return None
 
+    out: str | None  # the side of the range a value falls outside, if any
     if math.isinf(x) and not sticky:
         out = "above" if x > 0 else "below"
         return Decision(special="inf", out_of_range=out, action=action(out, x), daz=daz, **base)
