@@ -22,12 +22,13 @@ are Inf and NaN is given by ``inf`` and ``nan``:
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
 from typing import TYPE_CHECKING, Union
+
+from ._names import unknown_name
 
 if TYPE_CHECKING:  # numpy is imported lazily here; the name is for annotations
     import numpy as np
@@ -390,12 +391,8 @@ def get_format(fmt: FormatLike) -> Format:
 
 
 def _unknown_format(name: str, reason: str = "") -> ValueError:
-    known = sorted(set(_REGISTRY) | set(_ALIASES))
-    close = difflib.get_close_matches(name.strip().lower(), known, n=3, cutoff=0.5)
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    what = f"format {name!r}: {reason}" if reason else f"unknown format {name!r}."
-    return ValueError(f"{what}{hint} Valid formats: {', '.join(_REGISTRY)} "
-                      "(or 'eXmY', 'eXmYfn', 'eXmYfnuz').")
+    return unknown_name("format", name, _REGISTRY, also=_ALIASES, cutoff=0.5, listed_as="Valid formats",
+                        note=" (or 'eXmY', 'eXmYfn', 'eXmYfnuz')", reason=reason)
 
 
 def hex_code(code: int, fmt: FormatLike) -> str:

@@ -31,7 +31,6 @@ orders first round each product to acc_fmt.
 from __future__ import annotations
 
 import builtins
-import difflib
 import math
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -40,6 +39,7 @@ import numpy as np
 
 from . import eft
 from ._formats import FormatLike
+from ._names import unknown_name
 from ._types import Overflow, RngLike, Values
 from .ops import InFormat, check_invalid, make_ctx, operand_values, zero_signs, fma as _fma, mul as _mul
 
@@ -58,9 +58,7 @@ def _resolve_order(order):
     key = order.strip().lower()
     if key in ORDERS:
         return key
-    close = difflib.get_close_matches(key, ORDERS, n=2, cutoff=0.4)
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    raise ValueError(f"unknown order {order!r}.{hint} Valid: {', '.join(ORDERS)}.")
+    raise unknown_name("order", order, ORDERS, n=2)
 
 
 def _check_block(block):

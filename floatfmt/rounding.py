@@ -36,7 +36,6 @@ path (fast and general) bit for bit on every format, mode and policy.
 
 from __future__ import annotations
 
-import difflib
 import math
 import threading
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ import numpy as np
 
 from ._xp import NUMPY, is_tensor, namespace
 from ._formats import Format
+from ._names import unknown_name
 
 __all__ = ["MODES", "OVERFLOWS", "resolve_mode", "resolve_overflow", "make_rng", "round_values",
            "Decision", "decide", "resid_class"]
@@ -62,12 +62,6 @@ OVERFLOWS = ("inf", "saturate", "nan", "wrap")
 _CHUNK = 1 << 15
 
 
-def _unknown(kind, given, valid, extra=()):
-    close = difflib.get_close_matches(str(given).lower(), list(valid) + list(extra), n=3, cutoff=0.4)
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    return ValueError(f"unknown {kind} {given!r}.{hint} Valid: {', '.join(valid)}.")
-
-
 def resolve_mode(mode) -> str:
     """Canonical rounding-mode name for a name or alias (``"rne"`` -> ``"nearest_even"``)."""
     if not isinstance(mode, str):
@@ -77,7 +71,7 @@ def resolve_mode(mode) -> str:
         return key
     if key in _MODE_ALIASES:
         return _MODE_ALIASES[key]
-    raise _unknown("rounding mode", mode, MODES, _MODE_ALIASES)
+    raise unknown_name("rounding mode", mode, MODES, also=_MODE_ALIASES)
 
 
 def resolve_overflow(overflow, fmt: Format) -> str:
@@ -95,7 +89,7 @@ def resolve_overflow(overflow, fmt: Format) -> str:
         raise TypeError(f"overflow must be a string or None, not {type(overflow).__name__}")
     key = overflow.strip().lower()
     if key not in OVERFLOWS:
-        raise _unknown("overflow policy", overflow, OVERFLOWS + ("None",))
+        raise unknown_name("overflow policy", overflow, OVERFLOWS + ("None",))
     if key == "inf" and not fmt.inf:
         raise ValueError(f"{fmt.name} has no Inf, so overflow='inf' is impossible; "
                          "use 'saturate'" + (" or 'nan'" if fmt.has_nan else ""))

@@ -44,13 +44,13 @@ record.  ``tensorcore_models()`` lists the presets (``"h100/bf16"`` ...);
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import eft
 from ._formats import Format, FormatLike, get_format
+from ._names import unknown_name
 from ._types import Values
 from .rounding import round_values
 
@@ -205,11 +205,8 @@ def get_model(model, fmt, acc_fmt="fp32") -> TensorCoreModel:
         gpu, _, given_fmt = name.partition("/")
         gpu = _GPU_ALIASES.get(gpu, gpu)
         if gpu not in _GPUS:
-            valid = list(_GPUS) + list(_GPU_ALIASES)
-            close = difflib.get_close_matches(gpu, valid, n=3, cutoff=0.4)
-            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ValueError(f"unknown tensor-core model {model!r}.{hint} "
-                             f"Valid: {', '.join(valid)} (or a TensorCoreModel).")
+            raise unknown_name("tensor-core model", model, [*_GPUS, *_GPU_ALIASES], match=gpu,
+                               note=" (or a TensorCoreModel)")
         if given_fmt:
             key_fmt = get_format(given_fmt).name
         key = f"{gpu}/{key_fmt}"

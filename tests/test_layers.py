@@ -24,6 +24,7 @@ LAYER_OF_PREFIX = {
     # core: formats, the one rounding routine, exact intake, codec, cast, info
     "floatfmt._version": "core",
     "floatfmt._types": "core",
+    "floatfmt._names": "core",
     "floatfmt._formats": "core",
     "floatfmt.rounding": "core",
     "floatfmt.exact": "core",
