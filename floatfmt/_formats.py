@@ -77,10 +77,19 @@ class Format:
     def __init__(self, name: str, ebits: int = 0, mbits: int = 0, bias: int | None = None, kind: str = "float",
                  inf: bool = True, nan: str = "ieee", signed: bool = True, negative_zero: bool | None = None,
                  zero: bool = True, bits: int | None = None, description: str = "") -> None:
-        given = dict(name=name, ebits=ebits, mbits=mbits, bias=bias, kind=kind, inf=inf, nan=nan, signed=signed,
-                     negative_zero=negative_zero, zero=zero, bits=bits, description=description)
-        for key, value in given.items():
-            object.__setattr__(self, key, value)
+        put = object.__setattr__  # frozen: set once here, as the generated __init__ would
+        put(self, "name", name)
+        put(self, "ebits", ebits)
+        put(self, "mbits", mbits)
+        put(self, "bias", bias)
+        put(self, "kind", kind)
+        put(self, "inf", inf)
+        put(self, "nan", nan)
+        put(self, "signed", signed)
+        put(self, "negative_zero", negative_zero)
+        put(self, "zero", zero)
+        put(self, "bits", bits)
+        put(self, "description", description)
         self.__post_init__()
 
     def __post_init__(self) -> None:
