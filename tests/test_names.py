@@ -6,6 +6,7 @@ from __future__ import annotations
 import pathlib
 import re
 
+import numpy as np
 import pytest
 
 import floatfmt as ff
@@ -32,6 +33,8 @@ LOOKUPS = [
     ("format", ["bf16", "fp16", "fp8_e4m3", "int8"], ff.get_format),
     ("exercise", None, exercise),
     ("gpu", list(GPUS), lambda n: gemm_time(16, 16, 16, "bf16", n)),
+    ("granularity", ["tensor", "channel", "group", "block"],
+     lambda n: ff.quantize(np.ones((4, 4)), "int8", granularity=n)),
 ]
 
 
@@ -63,12 +66,7 @@ def test_helper_rules():
     assert str(e).startswith("format 'e9m9': too wide.") and str(e).endswith("Valid formats: fp16.")
 
 
-# Modules being split in parallel this session still carry their own copy (the lead
-# moves them to the helper at merge); the list may only shrink.
-OWN_COPIES = {"scaling.py", "training.py"}
-
-
 def test_no_module_writes_its_own_close_match_message():
-    users = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
-             if "get_close_matches" in p.read_text() and p.name != "_names.py"}
-    assert users <= OWN_COPIES, f"use floatfmt._names.unknown_name in: {sorted(users - OWN_COPIES)}"
+    users = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
+                   if "get_close_matches" in p.read_text() and p.name != "_names.py")
+    assert not users, f"use floatfmt._names.unknown_name (or close_matches) in: {users}"
