@@ -34,7 +34,7 @@ from oracles.reference_dtypes import FLOAT_DTYPES, INT_DTYPES
 try:
     from oracles import mpfr
 except ImportError:  # gmpy2 missing: only the modules that use the oracle fail, as before
-    mpfr = None  # type: ignore[assignment]
+    mpfr = None
 
 __all__ = ["same", "all_same", "same_value", "mpfr", "FLOAT_DTYPES", "INT_DTYPES", "REFERENCE_FLOAT_DTYPES", "REFERENCE_DTYPES",
            "DET_MODES", "ALL_MODES", "finite_floats", "any_floats", "format_names", "det_modes"]
