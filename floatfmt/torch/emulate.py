@@ -61,11 +61,8 @@ from torch import nn
 from .._cast import cast
 from .._formats import get_format
 from ..accumulate import matmul as ff_matmul, sum as ff_sum
-try:  # the lab layer's public names, wherever the scaling split puts them
-    from ..delayedscale import DelayedScaling
-    from ..quantization import quantize
-except ImportError:  # before the split: one module
-    from ..scaling import DelayedScaling, quantize
+from ..delayedscale import DelayedScaling
+from ..quantization import quantize
 from ..tensorcore import TensorCoreModel, get_model
 from .recipes import Recipe, get_recipe
 

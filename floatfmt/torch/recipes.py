@@ -36,11 +36,11 @@ A user's own recipe is ``Recipe(name=..., ...)`` or ``get_recipe("bf16").replace
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass
 
 from .._block_formats import get_block_format, is_block_format
 from .._formats import get_format
+from .._names import unknown_name
 from ..accumulate import ORDERS
 from ..tensorcore import TensorCoreModel, get_model
 
@@ -88,9 +88,9 @@ class Recipe:
 
     def __post_init__(self) -> None:
         if self.scaling not in SCALINGS:
-            raise ValueError(f"unknown scaling {self.scaling!r}. Valid: {', '.join(SCALINGS)}.")
+            raise unknown_name("scaling", self.scaling, SCALINGS)
         if self.order not in ORDERS:
-            raise ValueError(f"unknown order {self.order!r}. Valid: {', '.join(ORDERS)}.")
+            raise unknown_name("order", self.order, ORDERS)
         for what in ("fwd_fmt", "bwd_fmt"):
             fmt = getattr(self, what)
             if not isinstance(fmt, str):
@@ -113,7 +113,7 @@ class Recipe:
             get_model(self.model, self.fwd_fmt, self.acc_fmt)  # raises for a unit without these inputs
             get_model(self.model, self.bwd_fmt, self.acc_fmt)
         if self.amax_algo not in ("max", "most_recent"):
-            raise ValueError(f"unknown amax_algo {self.amax_algo!r}. Valid: max, most_recent.")
+            raise unknown_name("amax_algo", self.amax_algo, ("max", "most_recent"))
         if not isinstance(self.history_len, int) or self.history_len < 1:
             raise ValueError(f"history_len must be a positive integer, not {self.history_len!r}")
 
@@ -176,7 +176,5 @@ def get_recipe(recipe: str | Recipe) -> Recipe:
         raise TypeError(f"recipe must be a name or a Recipe, not {type(recipe).__name__}")
     key = recipe.strip().lower().replace("-", "_")
     if key not in RECIPES:
-        close = difflib.get_close_matches(key, RECIPES, n=2, cutoff=0.5)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise ValueError(f"unknown recipe {recipe!r}.{hint} Valid: {', '.join(RECIPES)} (or a Recipe).")
+        raise unknown_name("recipe", recipe, RECIPES, note=" (or a Recipe)")
     return RECIPES[key]
