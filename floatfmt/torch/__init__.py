@@ -21,8 +21,8 @@ needs torch itself:
 
 from .._cast import cast
 from .quant import fake_quant
-from .recipes import Recipe, get_recipe, recipes
-from .emulate import (delayed_scaling, emulate, emulating, matmul, unemulate, unscale_grads,
+from .recipe import Recipe, get_recipe, recipes
+from .emulation import (delayed_scaling, emulate, emulating, matmul, unemulate, unscale_grads,
                       update_scales)
 
 __all__ = ["cast", "fake_quant", "emulate", "unemulate", "emulating", "matmul", "Recipe",

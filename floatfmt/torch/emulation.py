@@ -64,7 +64,7 @@ from ..accumulate import matmul as ff_matmul, sum as ff_sum
 from ..delayedscale import DelayedScaling
 from ..quantization import quantize
 from ..tensorcore import TensorCoreModel, get_model
-from .recipes import Recipe, get_recipe
+from .recipe import Recipe, get_recipe
 
 __all__ = ["emulate", "unemulate", "emulating", "matmul", "update_scales", "unscale_grads",
            "delayed_scaling", "Operand", "quantize_operand", "gemm",
