@@ -105,6 +105,16 @@ class FixtureWriter:
         self.summary["checks"].append(record)
         return record
 
+    def get(self, ref: str) -> np.ndarray:
+        """An array stored earlier under ``ref`` (``"file:key"``), decoded as a reader
+        of the saved fixture would get it."""
+        file, key = ref.split(":", 1)
+        stored = self._files[file][key]
+        meta = self.summary["arrays"][ref]
+        if meta["encoding"] == "delta":
+            stored = np.cumsum(stored)
+        return stored.astype(meta["dtype"])
+
     def section(self, name: str, **info):
         """Record a section's status (``ok``, ``error``, ``skipped``) and timing."""
         self.summary["sections"].setdefault(name, {}).update(info)
@@ -152,7 +162,7 @@ def read_expected(path) -> list[Expected]:
     >>> e.covers("cast.fp32-fp16.cpu", "0x7FC00000"), e.reason
     (True, 'NaN payloads differ')
     """
-    out = []
+    out: list[Expected] = []
     p = Path(path)
     if not p.exists():
         return out
