@@ -36,17 +36,21 @@ True
 -9.5367431640625e-07
 """
 
+# size: the elementwise operations share one context, the operand cast and the chunk drivers
+# (fast path, general path, and their blocks on threads); FPArray already lives in fparray
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from . import eft
 from ._cast import round_exact
 from .exact import holds, to_exact
-from ._formats import Format, get_format
+from ._formats import Format, FormatLike, get_format
+from ._types import Overflow, RngLike, Values
 from .rounding import make_rng, resolve_mode, resolve_overflow, round_values
+from .threads import run_blocks
 
 __all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "maximum",
            "promote_formats"]
@@ -217,20 +221,39 @@ def _run(impl, ctx, *args):
     fmts = [x.fmt if isinstance(x, InFormat) else None for x in args]
     flat = [np.ascontiguousarray(x).reshape(-1) if isinstance(x, np.ndarray) else x for x in flat]
     out = np.empty(size)
-    for i in range(0, size, _OP_CHUNK):
-        part = [InFormat(x[i:i + _OP_CHUNK], f) if f is not None
-                else (x[i:i + _OP_CHUNK] if isinstance(x, np.ndarray) else x)
-                for x, f in zip(flat, fmts)]
-        out[i:i + _OP_CHUNK] = impl(ctx, *part)[0]
+
+    def work(i0, j0, g):
+        c = _block_ctx(ctx, g)
+        for i in range(i0, j0, _OP_CHUNK):
+            j = min(i + _OP_CHUNK, j0)
+            part = [InFormat(x[i:j], f) if f is not None
+                    else (x[i:j] if isinstance(x, np.ndarray) else x)
+                    for x, f in zip(flat, fmts)]
+            out[i:j] = impl(c, *part)[0]
+
+    _blocks(ctx, size, work)
     return out.reshape(shape), False
+
+
+def _block_ctx(ctx: _Ctx, g) -> _Ctx:
+    """The context of one block: its own generator under stochastic rounding."""
+    return ctx if g is None else replace(ctx, rng=g)
+
+
+def _blocks(ctx: _Ctx, size: int, work) -> None:
+    """``work(i, j, g)`` over the blocks of ``range(size)`` on the threads (see
+    ``floatfmt.threads``; ``g`` is the block's generator under stochastic rounding)."""
+    rng = ctx.rng if ctx.mode == "stochastic" else None
+    run_blocks(size, work, rng if isinstance(rng, np.random.Generator) else None)
 
 
 _NO_OPTS = {"rounding": "nearest_even", "overflow": None, "ftz": False, "daz": False, "rng": None}
 
 
 # ---------------------------------------------------------------------------------------------
-def add(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def add(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """``a + b`` in ``fmt``: operands cast to ``fmt``, the exact sum rounded once.
 
     >>> add(1.0, 0.0001, "fp16"), add(1.0, 0.0001, "fp32")
@@ -382,20 +405,25 @@ def _run_fast(ctx: _Ctx, impl, fast, *args):
         return _run(impl, ctx, *args)
     flat = [np.ascontiguousarray(x).reshape(-1) for x in ops]
     out = np.empty(size)
-    sc = _Scratch(min(size, _OP_CHUNK))
-    for i in range(0, size, _OP_CHUNK):
-        j = min(i + _OP_CHUNK, size)
-        part = [x[i:j] for x in flat]
-        bounds = []
-        for v, c in zip(part, check):
-            r = _chunk_range(v, fmt, sc, c)
-            if r is None:
-                break
-            bounds.append(r)
-        if len(bounds) < len(part):
-            out[i:j] = impl(ctx, *part)[0]
-        else:
-            fast(ctx, sc, out[i:j], *part, *bounds)
+
+    def work(i0, j0, g):
+        c = _block_ctx(ctx, g)
+        sc = _Scratch(min(j0 - i0, _OP_CHUNK))
+        for i in range(i0, j0, _OP_CHUNK):
+            j = min(i + _OP_CHUNK, j0)
+            part = [x[i:j] for x in flat]
+            bounds = []
+            for v, chk in zip(part, check):
+                r = _chunk_range(v, fmt, sc, chk)
+                if r is None:
+                    break
+                bounds.append(r)
+            if len(bounds) < len(part):
+                out[i:j] = impl(c, *part)[0]
+            else:
+                fast(c, sc, out[i:j], *part, *bounds)
+
+    _blocks(ctx, size, work)
     return out.reshape(shape), False
 
 
@@ -417,8 +445,9 @@ def _add_values(x, y, ctx, opname):
     return ctx.round(t, cls)
 
 
-def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def sub(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """``a - b`` in ``fmt`` (the exact difference rounded once).
 
     >>> sub(1.0, 2**-12, "fp16"), sub(1.0, 2**-12, "fp16", rounding="down")
@@ -428,8 +457,9 @@ def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     return _finish(*_run_fast(ctx, _sub_impl, _fast_sub, a, b))
 
 
-def mul(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def mul(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """``a * b`` in ``fmt`` (the exact product rounded once; 0 * Inf is NaN).
 
     >>> mul(0.1, 0.1, "bf16"), mul(300.0, 300.0, "fp16")
@@ -451,8 +481,9 @@ def _mul_values(x, y, ctx):
     return ctx.round(t, cls)
 
 
-def div(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def div(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """``a / b`` in ``fmt``, correctly rounded in every mode.
 
     The float64 quotient and the exact sign of its residual ``a - q*b``
@@ -475,8 +506,8 @@ def _div_impl(ctx, a, b):
     return ctx.round(t, cls), sx and sy
 
 
-def sqrt(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-         sr_bits=None):
+def sqrt(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
+         ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None) -> Values:
     """Square root in ``fmt``, correctly rounded in every mode; sqrt(-0) = -0,
     sqrt of a negative number is NaN.
 
@@ -494,8 +525,9 @@ def _sqrt_impl(ctx, a):
     return ctx.round(t, cls), sx
 
 
-def fma(a, b, c, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def fma(a: Values, b: Values, c: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """Fused multiply-add ``a*b + c`` in ``fmt``: one rounding of the exact value.
 
     >>> a, b = 1 + 2**-10, 1 - 2**-10            # a*b = 1 - 2**-20, not an fp16 value
@@ -531,7 +563,8 @@ def _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, fn, name):
     return _finish(ctx.round(t), sx)
 
 
-def neg(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
+def neg(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
+        ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """``-a`` in ``fmt`` (exact for signed float formats; int8 ``-(-128)`` follows the
     overflow policy).
 
@@ -541,7 +574,8 @@ def neg(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rn
     return _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, np.negative, "neg")
 
 
-def abs(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):  # noqa: A001
+def abs(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,  # noqa: A001
+        ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """``|a|`` in ``fmt``.
 
     >>> abs(-0.1, "fp16")
@@ -565,7 +599,8 @@ def _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, is_min):
     return _finish(np.array(r, np.float64), sx and sy)
 
 
-def minimum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
+def minimum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+            overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """Elementwise minimum of ``a`` and ``b`` cast to ``fmt`` (IEEE 754-2019
     ``minimum``: NaN if either is NaN, and -0 < +0).
 
@@ -575,7 +610,8 @@ def minimum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=Fa
     return _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, True)
 
 
-def maximum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
+def maximum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+            overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """Elementwise maximum of ``a`` and ``b`` cast to ``fmt`` (NaN if either is NaN,
     +0 > -0).
 

@@ -41,18 +41,22 @@ record.  ``tensorcore_models()`` lists the presets (``"h100/bf16"`` ...);
 (2.0, 2.000000238418579)
 """
 
+# size: the matrix-unit model is one rule (align, truncate, sum, round per block of L products):
+# the presets, the reference steps and the fast kernel that must equal them bit for bit
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import eft, fdpa
 from ._block_formats import get_block_format, is_block_format
-from ._formats import Format, get_format
+from ._formats import Format, FormatLike, get_format
+from ._names import unknown_name
+from ._types import Values
 from .rounding import round_values
+from .threads import run_parts
 
 __all__ = ["TensorCoreModel", "tensorcore_models", "get_model", "tensorcore_product",
            "fused_dot", "mma", "block_scaled_mma", "get_block_model", "TF32_OPERANDS",
@@ -272,11 +276,8 @@ def get_model(model, fmt, acc_fmt="fp32") -> TensorCoreModel:
         gpu, _, given_fmt = name.partition("/")
         gpu = _GPU_ALIASES.get(gpu, gpu)
         if gpu not in _ALL_GPUS:
-            valid = sorted(_ALL_GPUS) + list(_GPU_ALIASES)
-            close = difflib.get_close_matches(gpu, valid, n=3, cutoff=0.4)
-            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ValueError(f"unknown tensor-core model {model!r}.{hint} "
-                             f"Valid: {', '.join(valid)} (or a TensorCoreModel).")
+            raise unknown_name("tensor-core model", model, [*sorted(_ALL_GPUS), *_GPU_ALIASES],
+                               match=gpu, note=" (or a TensorCoreModel)")
         if given_fmt:
             key_fmt = given_fmt if f"{gpu}/{given_fmt}" in _PRESETS else \
                 get_format(given_fmt).name
@@ -447,7 +448,8 @@ def _chain_matmul(x, ex, y, ey, m: TensorCoreModel, c=None, fmt=None):
     rows = out_shape[-2]
     per_row = max(1, int(np.prod(out_shape[:-2], dtype=np.int64)) * out_shape[-1] * min(K, m.L))
     step = max(1, _ROWS_ELEMS // per_row)
-    for r0 in range(0, rows, step):
+    def tile(t):  # a few output rows (tiles run on threads: floatfmt.threads)
+        r0 = t * step
         xs, exs = x[..., r0:r0 + step, None, :], ex[..., r0:r0 + step, None, :]
         acc = np.array(c[..., r0:r0 + step, :], np.float64)
         cfmt, ofmt = get_format(m.acc_fmt), m.output_format
@@ -459,6 +461,8 @@ def _chain_matmul(x, ex, y, ey, m: TensorCoreModel, c=None, fmt=None):
             acc = _step(P, EP, acc, m, cfmt, ofmt)
             cfmt = ofmt
         out[..., r0:r0 + step, :] = acc
+
+    run_parts(-(-rows // step), tile)
     return out
 
 
@@ -502,6 +506,8 @@ def _exponents16(v, fmt: Format, k_axis):
     return np.ascontiguousarray(np.moveaxis(e, k_axis, 0))
 
 
+# size: one kernel: buffers, per-block alignment and the accumulator chain share the
+# tile's state; the tiles run on threads
 def _chain_matmul_fast(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape):
     """``_chain_matmul`` for finite inputs (see ``_fast_ok``), bit for bit the same steps.
 
@@ -537,7 +543,9 @@ def _chain_matmul_fast(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape):
     acc_fmt, ofmt = get_format(m.acc_fmt), m.output_format
     after = m.c_entry == "after"
     policy = "inf" if m.overflow == "inf" and ofmt.inf else "saturate"
-    for r0 in range(0, rows, step):
+
+    def tile(ti):  # one tile of output rows (tiles run on threads: floatfmt.threads)
+        r0 = ti * step
         r1 = min(rows, r0 + step)
         tshape = batch + (r1 - r0, cols)
         nl = min(L, K)
@@ -588,6 +596,8 @@ def _chain_matmul_fast(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape):
                 acc = _finish(val, val, ~fin, acc, m, ofmt)
             cfmt = ofmt
         out[..., r0:r1, :] = acc
+
+    run_parts(-(-rows // step), tile)
     return out
 
 
@@ -627,7 +637,8 @@ def tensorcore_product(kind, a, b, fmt, model, acc_fmt="fp32", *, rounding="near
     return out, m.acc_fmt
 
 
-def mma(a, b, c, fmt, model, acc_fmt="fp32"):
+def mma(a: Values, b: Values, c: Values, fmt: FormatLike, model: str | TensorCoreModel,
+        acc_fmt: FormatLike = "fp32") -> Values:
     """D = A.B + C as one matrix unit computes it: C is the accumulator input of the unit.
 
     ``a``: (..., M, K), ``b``: (..., K, N), ``c``: an array that broadcasts to the result
@@ -722,10 +733,7 @@ def get_block_model(model, block_fmt: str | None = None) -> TensorCoreModel:
         key = f"{gpu}/{bname}"
         if key not in _PRESETS or _PRESETS[key].block_fmt is None:
             valid = sorted(k for k, v in _PRESETS.items() if v.block_fmt is not None)
-            close = difflib.get_close_matches(key, valid, n=3, cutoff=0.4)
-            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ValueError(f"unknown block-scaled model {key!r}.{hint} Valid: "
-                             f"{', '.join(valid)} (or a TensorCoreModel).")
+            raise unknown_name("block-scaled model", key, valid, note=" (or a TensorCoreModel)")
         m = _PRESETS[key]
     else:
         raise TypeError(f"model must be a preset name or a TensorCoreModel, not "
