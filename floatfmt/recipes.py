@@ -39,6 +39,7 @@ at 1e-4) and the paper's E5M6 caches are not modelled.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -188,7 +189,7 @@ def recipe_matmul(x: Values, w: Values, recipe: str | BlockFP8Recipe = "deepseek
     return acc if r.out_fmt == "fp32" else np.asarray(cast(acc, r.out_fmt), np.float64)
 
 
-def _blocked_operand(q, fmt, axis: int, what: str) -> QuantizedTensor:
+def _blocked_operand(q: Any, fmt: str | None, axis: int, what: str) -> QuantizedTensor:
     """q quantised with fmt along ``axis`` (-1 for A, -2 for B), or q itself, checked."""
     if not isinstance(q, QuantizedTensor):
         if fmt is None:
@@ -204,7 +205,8 @@ def _blocked_operand(q, fmt, axis: int, what: str) -> QuantizedTensor:
     return q
 
 
-def block_scaled_matmul(a, b, fmt=None, model="b200", c=None) -> np.ndarray:
+def block_scaled_matmul(a: Any, b: Any, fmt: str | None = None, model: Any = "b200",
+                        c: Any = None) -> np.ndarray:
     """``a @ b (+ c)`` on a block-scaled matrix unit: Blackwell MXFP8 / MXFP6 / MXFP4 /
     NVFP4 MMA, with the block scales applied inside the instruction.
 

@@ -718,7 +718,7 @@ def _accumulator_input(c, m: TensorCoreModel, out_shape):
     return np.broadcast_to(cv, out_shape)
 
 
-def get_block_model(model, block_fmt: str | None = None) -> TensorCoreModel:
+def get_block_model(model: "str | TensorCoreModel", block_fmt: str | None = None) -> TensorCoreModel:
     """A block-scaled model from a ``TensorCoreModel``, ``"b200/mxfp8_e4m3"``, or a GPU
     name (``"b200"``, ``"b200_mxf4nvf4"``) and the block format (``"mxfp8_e4m3"``,
     ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``, ``"mxfp4_e2m1"``, ``"nvfp4"``)."""
@@ -747,7 +747,9 @@ def get_block_model(model, block_fmt: str | None = None) -> TensorCoreModel:
     return m
 
 
-def block_scaled_mma(a, a_scale, b, b_scale, c=0.0, model="b200", block_fmt=None):
+def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: Values = 0.0,
+                     model: "str | TensorCoreModel" = "b200",
+                     block_fmt: str | None = None) -> np.ndarray:
     """D = A.B + C on a block-scaled matrix unit (Blackwell ST-FDPA / GST-FDPA), the
     block scales applied inside the instruction.
 
