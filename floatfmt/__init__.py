@@ -15,7 +15,7 @@ from importlib import import_module
 
 from ._cast import cast
 from .codec import classify, decode, encode, next_down, next_up, ulp, values
-from ._formats import Format, formats, get_format, register
+from ._formats import Format, formats, get_format, p3109, p3109_formats, register
 from ._info import FormatInfo, info
 from .packing import pack, unpack
 from .rounding import MODES, OVERFLOWS
@@ -44,7 +44,8 @@ _LAZY = {
 
 __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
            "pack", "unpack",
-           "Format", "FormatInfo", "formats", "get_format", "register", "info",
+           "Format", "FormatInfo", "formats", "get_format", "register", "info", "p3109",
+           "p3109_formats",
            "MODES", "OVERFLOWS", *_LAZY]
 
 

@@ -7,13 +7,14 @@ import numpy as np
 from ._xp import NUMPY, is_tensor, namespace
 from .exact import Exact, holds, to_exact
 from ._formats import get_format
-from .rounding import Decision, decide, make_rng, resolve_mode, resolve_overflow, round_values
+from .rounding import (STOCHASTIC, Decision, decide, make_rng, resolve_mode, resolve_overflow,
+                       round_values)
 
 __all__ = ["cast", "round_exact", "rounding_decision", "tensor_exact"]
 
 
 def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
-                rng=None, sr_bits=None):
+                rng=None, sr_bits=None, sr_random=None):
     """Round an ``Exact`` record to ``fmt``; returns a float64 array (shape kept).
 
     The shared entry used by ``cast``, ``encode`` and the arithmetic layer: it
@@ -23,7 +24,8 @@ def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=
     fmt, values, mode, policy, daz_below, rng = _prepare(ex, fmt, rounding, overflow, daz, rng,
                                                           sr_bits)
     return round_values(values, fmt, mode, policy, ftz=bool(ftz), daz_below=daz_below,
-                        rng=rng, sr_bits=sr_bits, sticky=ex.sticky, resid=ex.resid)
+                        rng=rng, sr_bits=sr_bits, sticky=ex.sticky, resid=ex.resid,
+                        sr_random=sr_random)
 
 
 def _prepare(ex, fmt, rounding, overflow, daz, rng, sr_bits):
@@ -32,14 +34,15 @@ def _prepare(ex, fmt, rounding, overflow, daz, rng, sr_bits):
     fmt = get_format(fmt)
     mode = resolve_mode(rounding)
     policy = resolve_overflow(overflow, fmt)
-    if mode == "stochastic" and not is_tensor(ex.values):
+    if mode in STOCHASTIC and not is_tensor(ex.values):
         rng = make_rng(rng)
-    elif mode != "stochastic" and sr_bits is not None:
-        raise ValueError("sr_bits applies to rounding='stochastic' only")
+    elif mode not in STOCHASTIC and sr_bits is not None:
+        raise ValueError("sr_bits applies to the stochastic roundings only "
+                         f"({', '.join(repr(m) for m in STOCHASTIC)})")
     daz_below = ex.src.smallest_normal if (daz and ex.src.subnormals) else None
     values = ex.values
     xp = namespace(values)
-    if mode == "stochastic" and xp is not NUMPY:
+    if mode in STOCHASTIC and xp is not NUMPY:
         rng = xp.generator(rng, values)
     if policy == "wrap":
         # Reduce magnitudes modulo 2**bits first (exact: same sign, same fraction),
@@ -117,7 +120,7 @@ def rounding_decision(x, fmt, rounding="nearest_even", overflow=None, ftz=False,
 
 
 def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-         sr_bits=None, dtype=None, ste=None):
+         sr_bits=None, dtype=None, ste=None, sr_random=None):
     """Round ``x`` to the format ``fmt`` and return its value.
 
     The result is the exact input value rounded once to ``fmt`` under
@@ -131,10 +134,16 @@ def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
     any dtype (int64 and uint64 included); nothing is rounded on the way in.
 
     ``overflow``: ``"inf"``, ``"saturate"``, ``"nan"`` (``"wrap"`` for
-    integers) or None for the format's own behaviour.  ``ftz`` flushes
-    subnormal results to signed zero; ``daz`` treats inputs that are subnormal
-    in their own format as zero.  ``rng`` (a Generator or seed) and
-    ``sr_bits`` drive stochastic rounding.
+    integers), ``"propagate"``, ``"satnone"`` (the IEEE P3109 saturation modes:
+    SatFinite is ``"saturate"``, SatPropagate ``"propagate"``, SatNone
+    ``"satnone"``; see ``rounding.resolve_overflow``) or None for the format's own
+    behaviour.  ``ftz`` flushes subnormal results to signed zero; ``daz`` treats
+    inputs that are subnormal in their own format as zero.  ``rng`` (a Generator
+    or seed) and ``sr_bits`` drive stochastic rounding; ``sr_random`` (integers
+    in [0, 2**sr_bits), broadcast to the input) gives the random numbers
+    themselves instead.  The IEEE P3109 stochastic modes ``stochastic_a``,
+    ``stochastic_b`` and ``stochastic_c`` (section 4.7.4) need ``sr_bits``; see
+    ``rounding.round_values`` for their rules.
 
     Scalars give a Python float; arrays keep their shape, in the input's float
     dtype when it holds every value of ``fmt`` exactly, else float64
@@ -181,12 +190,12 @@ def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, r
     fmt = get_format(fmt)
     if is_tensor(x):
         ex = tensor_exact(x)
-        r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+        r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits, sr_random)
         return _tensor_result(x, ex, r, fmt, dtype, ste)
     if ste is not None:
         raise TypeError("ste= applies to torch tensors only (it sets their gradient)")
     ex = to_exact(x, wrap_bits=fmt.bits if overflow == "wrap" else None)
-    r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits, sr_random)
     if ex.scalar and dtype is None:
         return float(r)
     if dtype is not None:

@@ -17,7 +17,7 @@ from ._xp import NUMPY, is_tensor, namespace
 from ._cast import round_exact, tensor_exact
 from .exact import holds, to_exact
 from ._formats import Format, get_format
-from .rounding import make_rng, resolve_mode
+from .rounding import STOCHASTIC, make_rng, resolve_mode
 
 __all__ = ["encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
            "code_dtype", "values_to_codes", "codes_to_values"]
@@ -108,7 +108,9 @@ def _codes(r, fmt: Format, xp=NUMPY):
         code = code - (_to_int64(sub, xp) << m)
     inf = xp.isinf(a)
     if xp.any(inf):
-        code = xp.where(inf, ((1 << fmt.ebits) - 1) << m, code)
+        if not fmt.inf:
+            raise ValueError(f"{fmt.name} has no Inf code; the input holds Inf")
+        code = xp.where(inf, fmt.inf_code, code)
     if fmt.signed:
         code = code | (_to_int64(bits < 0, xp) << (fmt.bits - 1))
     if any_nan:
@@ -136,6 +138,8 @@ def codes_to_values(codes, fmt: Format) -> np.ndarray:
     sig = sig.astype(np.float64) if xp is NUMPY else sig.to(xp.t.float64)
     with np.errstate(over="ignore"):  # the Inf/NaN exponent field of fp64 (replaced below)
         v = xp.ldexp(sig, xp.where(sub, fmt.emin, e - fmt.bias) - fmt.mbits)
+    if fmt.inf and fmt.nan != "ieee":  # P3109: +-Inf just above the largest finite code
+        v = xp.where((c & ((1 << (fmt.ebits + fmt.mbits)) - 1)) == fmt.inf_code, np.inf, v)
     if fmt.nan == "ieee":
         top = e == emask
         v = xp.where(top, xp.where(m == 0, np.inf, np.nan), v)
@@ -156,7 +160,7 @@ def _table(fmt: Format) -> np.ndarray:
 
 
 def encode(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-           sr_bits=None, container=None):
+           sr_bits=None, container=None, sr_random=None):
     """Round ``x`` to ``fmt`` (as ``cast`` does) and return the bit patterns.
 
     Codes come right-aligned in the smallest unsigned dtype that holds them.
@@ -174,7 +178,7 @@ def encode(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     """
     fmt = get_format(fmt)
     ex = tensor_exact(x) if is_tensor(x) else to_exact(x)
-    r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits, sr_random)
     target = fmt
     if container is not None:
         target = get_format(container)
@@ -252,7 +256,7 @@ def classify(x, fmt, rounding="nearest_even", **options):
         raise TypeError(f"classify() got an unexpected keyword argument {unknown[0]!r}; "
                         f"valid: {', '.join(_CAST_OPTIONS)}")
     opts = {**_CAST_OPTIONS, **options}
-    if resolve_mode(rounding) == "stochastic":
+    if resolve_mode(rounding) in STOCHASTIC:
         opts["rng"] = make_rng(opts["rng"])  # one random stream across the chunks
     dtype = opts.pop("dtype")
     ex = to_exact(x, wrap_bits=fmt.bits if opts["overflow"] == "wrap" else None)
@@ -288,8 +292,10 @@ def _step(r, fmt: Format, up: bool):
     out = side * mag
     if not fmt.signed:
         out = np.where(side < 0, np.nan, out)
-    # Infinities: one step inward gives +-max; outward stays infinite.
-    inward = np.where((r > 0) == up, r, np.copysign(fmt.max, r))
+    # Infinities: one step inward gives +-max; outward stays infinite (IEEE nextUp), or
+    # is NaN in P3109 formats (section 4.16: nothing compares greater than +Inf).
+    outward = np.nan if fmt.rules == "p3109" else r
+    inward = np.where((r > 0) == up, outward, np.copysign(fmt.max, r))
     return np.where(fin, out, np.where(np.isnan(r), np.nan, inward))
 
 
@@ -320,7 +326,8 @@ def _neighbour_chunk(ex, fmt: Format, up: bool):
 
 def next_up(x, fmt):
     """Smallest value of ``fmt`` strictly greater than ``x`` (+Inf past max, or NaN
-    for formats without Inf).
+    for formats without Inf; +Inf for +Inf, but NaN in the P3109 formats, whose
+    NextGreaterThan(Inf) is NaN, section 4.16).
 
     >>> next_up(1.0, "fp16"), next_up(0.0, "fp8_e4m3"), next_up(-0.5, "fp4_e2m1")
     (1.0009765625, 0.001953125, -0.0)
