@@ -16,7 +16,8 @@ from importlib import import_module
 from ._cast import cast
 from .codec import classify, decode, encode, next_down, next_up, ulp, values
 from ._formats import Format, formats, get_format, p3109, p3109_formats, register
-from ._info import FormatInfo, info
+from ._info import BlockFormatInfo, FormatInfo, info
+from ._block_formats import BlockFormat, block_formats, get_block_format
 from .packing import pack, unpack
 from .rounding import MODES, OVERFLOWS
 
@@ -35,9 +36,11 @@ _LAZY = {
     "sum": "accumulate", "dot": "accumulate", "matmul": "accumulate",
     "mma": "tensorcore", "TensorCoreModel": "tensorcore", "tensorcore_models": "tensorcore",
     # scaling and training
-    "quantize": "scaling", "dequantize": "scaling", "fake_quant": "scaling",
-    "int_matmul": "scaling", "DelayedScaling": "scaling", "LossScaler": "scaling",
-    "compare_quantization": "scaling", "quantization_error": "scaling", "QuantizedTensor": "scaling", "master_weights_demo": "scaling",
+    "quantize": "quantization", "dequantize": "quantized", "fake_quant": "quantization",
+    "QuantizedTensor": "quantized", "int_matmul": "intgemm",
+    "DelayedScaling": "delayedscale", "LossScaler": "lossscale",
+    "compare_quantization": "quantdemo", "quantization_error": "quantdemo",
+    "master_weights_demo": "quantdemo",
     # block-scaled FP8 GEMM recipes (DeepSeek-V3)
     "recipe_matmul": "recipes", "BlockFP8Recipe": "recipes",
 }
@@ -46,6 +49,7 @@ __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_u
            "pack", "unpack",
            "Format", "FormatInfo", "formats", "get_format", "register", "info", "p3109",
            "p3109_formats",
+           "BlockFormat", "BlockFormatInfo", "block_formats", "get_block_format",
            "MODES", "OVERFLOWS", *_LAZY]
 
 
