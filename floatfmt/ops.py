@@ -46,7 +46,7 @@ from . import eft
 from ._cast import round_exact
 from .exact import holds, to_exact
 from ._formats import Format, get_format
-from .rounding import make_rng, resolve_mode, resolve_overflow, round_values
+from .rounding import STOCHASTIC, make_rng, resolve_mode, resolve_overflow, round_values
 
 __all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "maximum",
            "promote_formats"]
@@ -71,7 +71,7 @@ class _Ctx:
     def fine(self) -> bool:
         """Whether exact results must carry their remainder (``resid``), not only its class:
         stochastic rounding needs it (see ``floatfmt.eft.to_sticky``)."""
-        return self.mode == "stochastic"
+        return self.mode in STOCHASTIC
 
     def round(self, t, cls=None, out=None):
         """Round exact values t; ``cls`` is a uint8 remainder class or an int64 resid."""
@@ -86,10 +86,10 @@ def make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits=None) -> _Ctx:
     fmt = get_format(fmt)
     mode = resolve_mode(rounding)
     policy = resolve_overflow(overflow, fmt)
-    if mode == "stochastic":
+    if mode in STOCHASTIC:
         rng = make_rng(rng)  # one generator for every operand and the result
     elif sr_bits is not None:
-        raise ValueError("sr_bits applies to rounding='stochastic' only")
+        raise ValueError("sr_bits applies to the stochastic roundings only")
     return _Ctx(fmt, mode, policy, bool(ftz), bool(daz), rng, sr_bits, rounding, overflow)
 
 

@@ -49,6 +49,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.lossscale": "lab",
     "floatfmt.training": "lab",
     "floatfmt.recipes": "lab",
+    "floatfmt.p3109block": "lab",
     # torch: the optional array backend for tensors
     "floatfmt.torch": "torch",
     "floatfmt._xp": "core",
