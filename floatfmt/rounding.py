@@ -241,7 +241,7 @@ def _p3109_sr_away(mode, f, rand, n, resid, shift, xp=NUMPY):
         exact = (f * float(1 << (n + 1)) == f2) & ((R & ((np.int64(1) << d) - 1)) == 0)
     half = xp.floor(f2 * 0.5)  # floor(z)
     tie = exact & (f2 - 2.0 * half == 1.0)
-    rn = xp.floor((f2 + 1.0) * 0.5) - (tie & (xp.floor(half * 0.5) * 2.0 == half))
+    rn = xp.floor((f2 + 1.0) * 0.5) - xp.where(tie & (xp.floor(half * 0.5) * 2.0 == half), 1.0, 0.0)
     return rn >= float(1 << n) - rand
 
 

@@ -407,3 +407,21 @@ def test_bad_stochastic_options():
         ff.cast(0.3, "binary8p3se", "stochastic_c", sr_bits=3, sr_random=0.5)
     with pytest.raises(ValueError, match="float formats only"):
         ff.cast(3.0, "int8", overflow="satnone")
+
+
+@pytest.mark.parametrize("name", ["binary8p1se", "binary8p1ue", "binary8p3se", "binary8p3uf",
+                                  "binary8p4sf", "binary8p8ue"])
+def test_torch_path_equals_numpy_path(name):
+    """The rounding routine on tensors (torch ops, the general path) against numpy."""
+    torch = pytest.importorskip("torch")
+    x = _edge_inputs(name, np.float64)
+    t = torch.from_numpy(x)
+    for mode in MODES:
+        for policy in SATS.values():
+            want = ff.cast(x, name, mode, overflow=policy)
+            got = ff.cast(t, name, mode, overflow=policy).numpy()
+            assert int((~_same(got, want)).sum()) == 0, (mode, policy)
+    for mode in ("stochastic_a", "stochastic_b", "stochastic_c"):
+        got = ff.cast(t, name, mode, overflow="saturate", sr_bits=4, rng=7).numpy()
+        v = ff.decode(CODES, name)
+        assert np.isin(got[~np.isnan(got)], v[~np.isnan(v)]).all()
