@@ -11,12 +11,15 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
+from typing import Any
+
 import numpy as np
 
 from ._xp import NUMPY, is_tensor, namespace
 from ._cast import round_exact, tensor_exact
 from .exact import holds, to_exact
-from ._formats import Format, get_format
+from ._formats import Format, FormatLike, get_format
+from ._types import Overflow, RngLike, Values
 from .rounding import STOCHASTIC, make_rng, resolve_mode
 
 __all__ = ["encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
@@ -159,8 +162,9 @@ def _table(fmt: Format) -> np.ndarray:
     return t
 
 
-def encode(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-           sr_bits=None, container=None, sr_random=None):
+def encode(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
+           ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None,
+           container: FormatLike | None = None, sr_random: Any = None) -> Values:
     """Round ``x`` to ``fmt`` (as ``cast`` does) and return the bit patterns.
 
     Codes come right-aligned in the smallest unsigned dtype that holds them.
@@ -204,7 +208,7 @@ def _as_codes(codes, fmt: Format) -> tuple[np.ndarray, bool]:
     return arr.astype(np.uint64 if arr.dtype.kind == "O" else arr.dtype), scalar
 
 
-def decode(codes, fmt) -> np.ndarray | float:
+def decode(codes: Values, fmt: FormatLike) -> np.ndarray | float:
     """Values (float64) of bit patterns of ``fmt``.
 
     An integer torch tensor of codes gives a float64 tensor on its device.
@@ -239,7 +243,7 @@ def _decode_tensor(codes, fmt: Format):
 _CLASSES = np.array(["zero", "subnormal", "normal", "inf", "nan"])
 
 
-def classify(x, fmt, rounding="nearest_even", **options):
+def classify(x: Values, fmt: FormatLike, rounding: str = "nearest_even", **options: Any) -> Values:
     """Class of ``x`` after rounding to ``fmt``: ``zero``, ``subnormal``,
     ``normal``, ``inf`` or ``nan`` (integers: ``zero`` or ``normal``).
 
@@ -324,7 +328,7 @@ def _neighbour_chunk(ex, fmt: Format, up: bool):
     return out
 
 
-def next_up(x, fmt):
+def next_up(x: Values, fmt: FormatLike) -> Values:
     """Smallest value of ``fmt`` strictly greater than ``x`` (+Inf past max, or NaN
     for formats without Inf; +Inf for +Inf, but NaN in the P3109 formats, whose
     NextGreaterThan(Inf) is NaN, section 4.16).
@@ -335,7 +339,7 @@ def next_up(x, fmt):
     return _neighbour(x, fmt, True)
 
 
-def next_down(x, fmt):
+def next_down(x: Values, fmt: FormatLike) -> Values:
     """Largest value of ``fmt`` strictly less than ``x`` (mirror of ``next_up``).
 
     >>> next_down(1.0, "bf16"), next_down(448.0, "e4m3")
@@ -344,7 +348,7 @@ def next_down(x, fmt):
     return _neighbour(x, fmt, False)
 
 
-def ulp(x, fmt):
+def ulp(x: Values, fmt: FormatLike) -> Values:
     """Spacing of ``fmt`` at ``|x|``: the gap between the two values of ``fmt``
     that bracket ``|x|`` (for a value of the format, the gap to the next larger
     magnitude), ``2**(max(floor(log2|x|), emin) - mbits)``; 1 for integers.
@@ -366,7 +370,7 @@ def _ulp_chunk(v, fmt: Format):
     return np.where(np.isfinite(v), np.ldexp(1.0, k), np.nan)
 
 
-def values(fmt) -> np.ndarray:
+def values(fmt: FormatLike) -> np.ndarray:
     """Every distinct finite value of ``fmt`` in increasing order (one zero);
     formats of at most 16 bits.
 
