@@ -137,17 +137,12 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     taken as it would be on its own), or a numpy / ml_dtypes / torch array of
     any dtype (int64 and uint64 included); nothing is rounded on the way in.
 
-    ``overflow``: ``"inf"``, ``"saturate"``, ``"nan"`` (``"wrap"`` for
-    integers), ``"propagate"``, ``"satnone"`` (the IEEE P3109 saturation modes:
-    SatFinite is ``"saturate"``, SatPropagate ``"propagate"``, SatNone
-    ``"satnone"``; see ``rounding.resolve_overflow``) or None for the format's own
-    behaviour.  ``ftz`` flushes subnormal results to signed zero; ``daz`` treats
-    inputs that are subnormal in their own format as zero.  ``rng`` (a Generator
-    or seed) and ``sr_bits`` drive stochastic rounding; ``sr_random`` (integers
-    in [0, 2**sr_bits), broadcast to the input) gives the random numbers
-    themselves instead.  The IEEE P3109 stochastic modes ``stochastic_a``,
-    ``stochastic_b`` and ``stochastic_c`` (section 4.7.4) need ``sr_bits``; see
-    ``rounding.round_values`` for their rules.
+    ``overflow``: ``"inf"``, ``"saturate"``, ``"nan"``, ``"wrap"`` (integers),
+    P3109's ``"propagate"`` / ``"satnone"`` (``rounding.resolve_overflow``), or None
+    for the format's own.  ``ftz`` flushes subnormal results to signed zero; ``daz``
+    treats inputs subnormal in their own format as zero.  ``rng`` (Generator or
+    seed) and ``sr_bits`` drive the stochastic modes (P3109's ``stochastic_a/b/c``
+    need ``sr_bits``); ``sr_random`` gives their N-bit random integers instead.
 
     Scalars give a Python float; arrays keep their shape, in the input's float
     dtype when it holds every value of ``fmt`` exactly, else float64
