@@ -141,8 +141,10 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     P3109's ``"propagate"`` / ``"satnone"`` (``rounding.resolve_overflow``), or None
     for the format's own.  ``ftz`` flushes subnormal results to signed zero; ``daz``
     treats inputs subnormal in their own format as zero.  ``rng`` (Generator or
-    seed) and ``sr_bits`` drive the stochastic modes (P3109's ``stochastic_a/b/c``
-    need ``sr_bits``); ``sr_random`` gives their N-bit random integers instead.
+    seed) and ``sr_bits`` drive the stochastic modes (per block of a long array,
+    keyed by the block's index: the same result on any number of threads, see
+    ``floatfmt.threads``; P3109's ``stochastic_a/b/c`` need ``sr_bits``);
+    ``sr_random`` gives their N-bit random integers instead.
 
     Scalars give a Python float; arrays keep their shape, in the input's float
     dtype when it holds every value of ``fmt`` exactly, else float64
