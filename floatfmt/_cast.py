@@ -138,13 +138,11 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     any dtype (int64 and uint64 included); nothing is rounded on the way in.
 
     ``overflow``: ``"inf"``, ``"saturate"``, ``"nan"``, ``"wrap"`` (integers),
-    P3109's ``"propagate"`` / ``"satnone"`` (``rounding.resolve_overflow``), or None
-    for the format's own.  ``ftz`` flushes subnormal results to signed zero; ``daz``
-    treats inputs subnormal in their own format as zero.  ``rng`` (Generator or
-    seed) and ``sr_bits`` drive the stochastic modes (per block of a long array,
-    keyed by the block's index: the same result on any number of threads, see
-    ``floatfmt.threads``; P3109's ``stochastic_a/b/c`` need ``sr_bits``);
-    ``sr_random`` gives their N-bit random integers instead.
+    P3109's ``"propagate"`` / ``"satnone"``, or None for the format's own.  ``ftz``
+    flushes subnormal results to signed zero; ``daz`` zeroes inputs subnormal in
+    their own format.  ``rng`` and ``sr_bits`` drive the stochastic modes (per
+    block, the same on any number of threads: ``floatfmt.threads``); ``sr_random``
+    gives their N-bit random integers instead (``rounding.round_values``).
 
     Scalars give a Python float; arrays keep their shape, in the input's float
     dtype when it holds every value of ``fmt`` exactly, else float64

@@ -413,16 +413,10 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
         fp64 included.  Stochastic rounding of inexact values (``sticky``
         nonzero) requires it; the other modes need only the class.
     out : optional float64 array of x's shape for the result (may be x itself).
-    sr_random : optional integers in [0, 2**sr_bits), broadcast to x's shape: the random
-        numbers of a stochastic mode with ``sr_bits``, used instead of drawing from
-        ``rng`` (so a result can be reproduced from given random bits).
-
-    P3109 stochastic modes (``stochastic_a``, ``_b``, ``_c``; section 4.7.4) need
-    ``sr_bits = N`` and use one N-bit integer R per value: with nu the fraction of a
-    quantum beyond the value toward zero, A rounds away iff floor(nu 2**N) + R >= 2**N,
-    B iff floor(nu 2**(N+1)) + 2R + 1 >= 2**(N+1), C iff RNITE(nu 2**N) + R >= 2**N
-    (RNITE: nearest, ties to even).  ``stochastic`` with ``sr_bits`` rounds away iff
-    R < floor(nu 2**N): the same probability as A, from a different map of R.
+    sr_random : optional integers R in [0, 2**sr_bits), broadcast to x: the random
+        numbers of a stochastic mode, used instead of drawing from ``rng``.
+        ``stochastic`` rounds away iff R < floor(nu 2**N) (nu: the fraction of a
+        quantum); P3109's ``stochastic_a/b/c`` (need ``sr_bits``): ``_p3109_sr_away``.
 
     Stochastic rounding moves away from zero with probability p = (distance
     from the value toward zero to the exact value) / quantum, realised with 53
