@@ -19,6 +19,7 @@ from ._formats import Format, formats, get_format, register
 from ._info import BlockFormatInfo, FormatInfo, info
 from ._block_formats import BlockFormat, block_formats, get_block_format
 from .packing import pack, unpack
+from .fpflags import FlagCounts, flags
 from .rounding import MODES, OVERFLOWS
 
 # Bound eagerly (not lazily): the function shares its module's name, and a lazy
@@ -46,7 +47,7 @@ _LAZY = {
 }
 
 __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
-           "pack", "unpack",
+           "pack", "unpack", "flags", "FlagCounts",
            "Format", "FormatInfo", "formats", "get_format", "register", "info",
            "BlockFormat", "BlockFormatInfo", "block_formats", "get_block_format",
            "MODES", "OVERFLOWS", *_LAZY]

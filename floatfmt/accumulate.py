@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import eft
+from . import eft, fpflags
 from ._formats import FormatLike
 from ._names import unknown_name
 from ._types import Overflow, RngLike, Values
@@ -93,6 +93,7 @@ def _round_add(acc, term, actx):
         ts, cs = eft.to_sticky(s.reshape(-1)[idx], e.reshape(-1)[idx], fine=fine)
         tf[idx] = ts
         cf[idx] = cs
+    fpflags.note_invalid(t, acc, term)
     if actx.mode == "down" or not actx.fmt.has_nan:
         if not actx.fmt.has_nan:
             check_invalid(t, actx, "accumulation")
@@ -223,7 +224,7 @@ def _exact_sum_axis0(T, octx):
     # Inf / NaN terms give exact specials; an Inf from int_to_sticky is a finite sum past
     # the float64 range and keeps its class (so toward_zero etc. can give max)
     cls = np.where(has_nan | (inf_val != 0), 0, cls).astype(cls.dtype)
-    check_invalid(out, octx, "sum")
+    check_invalid(out, octx, "sum", np.where(has_nan, np.nan, 0.0))
     return octx.round(out, cls).reshape(rest)
 
 
@@ -371,7 +372,7 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
 def _seq_products_ok(actx) -> bool:
     """Whether ``_seq_products`` applies: the remainder class is all the rounding needs
     (not stochastic), IEEE zero signs are numpy's (not ``down``), and NaN is a value."""
-    return actx.mode not in ("stochastic", "down") and actx.fmt.has_nan
+    return actx.mode not in ("stochastic", "down") and actx.fmt.has_nan and not fpflags.active()
 
 
 def _seq_products(xk, yk, n, out_shape, actx):
