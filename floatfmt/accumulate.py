@@ -224,7 +224,9 @@ def _exact_sum_axis0(T, octx):
     # Inf / NaN terms give exact specials; an Inf from int_to_sticky is a finite sum past
     # the float64 range and keeps its class (so toward_zero etc. can give max)
     cls = np.where(has_nan | (inf_val != 0), 0, cls).astype(cls.dtype)
-    check_invalid(out, octx, "sum", np.where(has_nan, np.nan, 0.0))
+    # flags: NaN terms are quiet; Inf + (-Inf) is an invalid operation
+    nan_terms = (np.where(np.isnan(X).any(0), np.nan, 0.0),) if fpflags.active() else ()
+    check_invalid(out, octx, "sum", *nan_terms)
     return octx.round(out, cls).reshape(rest)
 
 
@@ -323,6 +325,7 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
         out_shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
         xk = lambda k: x[..., :, k, None]  # noqa: E731
         yk = lambda k: y[..., None, k, :]  # noqa: E731
+    fpflags.note_products(x, y, kind)
     if n == 0:
         return np.zeros(out_shape)
     if not eft.product_is_exact(fmt):

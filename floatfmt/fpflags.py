@@ -16,7 +16,7 @@ exact value rounded in the same mode to F's unbounded variant):
 * ``overflow``: the exact value is finite and ``|u| > max`` (IEEE 754 7.4: the
   result rounded as if the exponent range were unbounded exceeds max), whatever
   the policy then stores (Inf, NaN or max).
-* ``underflow``: tiny and inexact, where tiny means ``0 < |u| < tiny_limit``
+* ``underflow``: tiny and inexact, where tiny means ``x != 0`` and ``|u| < tiny_limit``
   (IEEE 754 7.5, tininess *after* rounding, the default of binary formats).
 * ``inexact``: the stored value differs from the exact value (every overflow
   included; a value flushed by ``ftz`` included).
@@ -27,6 +27,8 @@ exact value rounded in the same mode to F's unbounded variant):
   value, or zero where there is none, in an unsigned float format (E8M0).
   Integer formats (IEEE 754 5.8): NaN or Inf input, or a rounded value outside
   ``[min, max]`` (then neither ``overflow`` nor ``inexact``).
+  ``dot`` / ``matmul``: once per output element with a product ``0 * Inf``, and
+  once per accumulation step ``Inf + (-Inf)`` (tensor-core models: not counted).
 * ``divide_by_zero``: ``div`` of a finite nonzero value by zero.
 * ``saturated`` (floatfmt's): a finite value stored for an input that
   overflowed (the ``saturate`` policy, or a mode that rounds toward zero) or
@@ -61,7 +63,7 @@ from ._names import unknown_name
 from .rounding import OBSERVER, round_values
 
 __all__ = ["FLAGS", "ACTIONS", "FlagCounts", "flags", "rounding_flags", "unbounded",
-           "note_invalid", "note_division", "active"]
+           "note_invalid", "note_division", "note_products", "active"]
 
 FLAGS = ("inexact", "underflow", "overflow", "invalid", "divide_by_zero", "saturated", "flushed")
 ACTIONS = ("count", "raise")
@@ -187,6 +189,22 @@ def note_division(x: Any, y: Any) -> None:
     _record({"divide_by_zero": np.isfinite(x) & (x != 0) & (y == 0)})
 
 
+def note_products(x: Any, y: Any, kind: str) -> None:
+    """``dot`` (products along the last axes) or ``matmul`` (x's last axis with y's second
+    last): count ``invalid`` once per output element with a product ``0 * Inf``.  Does
+    nothing outside a ``flags()`` block."""
+    if not _ACTIVE.get():
+        return
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    zx, ix, zy, iy = x == 0, np.isinf(x), y == 0, np.isinf(y)
+    if kind == "dot":
+        bad = ((zx & iy) | (ix & zy)).any(axis=-1)
+    else:
+        f = np.float64  # counts of 0 * Inf pairs per output element (exact in float64)
+        bad = (zx.astype(f) @ iy.astype(f) + ix.astype(f) @ zy.astype(f)) > 0
+    _record({"invalid": bad})
+
+
 _UNBOUNDED: dict[Format, Format] = {}
 
 
@@ -265,7 +283,9 @@ def rounding_flags(x: Any, fmt: Format, mode: str, policy: str, *, ftz: bool = F
         else:
             u = np.abs(round_values(x, unbounded(fmt), mode, "inf", sticky=s))
             overflow = fin & (u > fmt.max)
-            tiny = fin & (u != 0) & (u < fmt.smallest_normal)
+            # a nonzero value never rounds to 0 with an unbounded range: a u of 0 is a value
+            # below float64's range (a zero with a sticky part), tiny as well
+            tiny = fin & ~((x == 0) & (s == 0)) & (u < fmt.smallest_normal)
         inexact = fin & (overflow | ~exact)
         saturated = saturated | (overflow & np.isfinite(r))
         if ftz:
