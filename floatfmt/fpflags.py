@@ -47,7 +47,9 @@ Counts add up over every rounding in the block: ``ff.sum`` in fp16 with an
 fp32 accumulator reports the casts of its inputs, every accumulation step and
 the final rounding.  The operands of ``ff.add`` etc. are cast to the format
 first, which may itself raise flags.  Blocks nest: an inner block's events are
-counted in every enclosing block too.
+counted in every enclosing block too.  A block is per thread (a context variable) and
+runs floatfmt's array paths on the calling thread only (``limit_threads(1)``), so that
+every rounding is seen.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ import numpy as np
 from ._formats import Format
 from ._names import unknown_name
 from .rounding import OBSERVER, round_values
+from .threads import limit_threads
 
 __all__ = ["FLAGS", "ACTIONS", "FlagCounts", "flags", "rounding_flags", "unbounded",
            "note_invalid", "note_division", "note_products", "active"]
@@ -158,7 +161,10 @@ def flags(*, masks: bool = False, raise_on: tuple[str, ...] | list[str] | str = 
     token = _ACTIVE.set(_ACTIVE.get() + (counter,))
     otoken = OBSERVER.set(_observe)
     try:
-        yield counter
+        # one thread: the block's state lives in this thread's context (worker threads
+        # of floatfmt.threads would not see it)
+        with limit_threads(1):
+            yield counter
     finally:
         OBSERVER.reset(otoken)
         _ACTIVE.reset(token)

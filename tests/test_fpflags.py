@@ -293,3 +293,16 @@ def test_raise_on_and_bad_names():
     with pytest.raises(TypeError):
         with ff.flags(masks="yes"):  # type: ignore[arg-type]
             pass
+
+
+def test_large_arrays_on_threads_are_counted():
+    """Arrays of several thread blocks: every block's roundings are counted."""
+    from floatfmt import threads
+    n = 3 * threads.BLOCK + 5
+    x = np.full(n, 0.1)
+    with threads.limit_threads(4):
+        with ff.flags() as fl:
+            ff.cast(x, "bf16")
+            ff.add(x, x, "fp16")
+            ff.div(x, np.zeros(n), "fp16")
+    assert (fl.inexact, fl.divide_by_zero) == (3 * n, n)
