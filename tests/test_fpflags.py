@@ -299,10 +299,11 @@ def test_large_arrays_on_threads_are_counted():
     """Arrays of several thread blocks: every block's roundings are counted."""
     from floatfmt import threads
     n = 3 * threads.BLOCK + 5
-    x = np.full(n, 0.1)
+    x = ff.cast(np.full(n, 0.1), "fp16")  # 11 significant bits: exact operands in fp16
     with threads.limit_threads(4):
         with ff.flags() as fl:
-            ff.cast(x, "bf16")
-            ff.add(x, x, "fp16")
-            ff.div(x, np.zeros(n), "fp16")
-    assert (fl.inexact, fl.divide_by_zero) == (3 * n, n)
+            ff.cast(x, "bf16")  # inexact
+            ff.mul(x, x, "fp16")  # inexact
+            ff.add(x, x, "fp16")  # exact
+            ff.div(x, np.zeros(n), "fp16")  # divide by zero
+    assert (fl.inexact, fl.divide_by_zero) == (2 * n, n)
