@@ -23,6 +23,7 @@ The oracle (nothing of floatfmt's rounding is used for the expected flags):
 from __future__ import annotations
 
 import math
+import zlib
 
 import gmpy2
 import numpy as np
@@ -307,3 +308,51 @@ def test_large_arrays_on_threads_are_counted():
             ff.add(x, x, "fp16")  # exact
             ff.div(x, np.zeros(n), "fp16")  # divide by zero
     assert (fl.inexact, fl.divide_by_zero) == (2 * n, n)
+
+
+def _operands(fmt, n, seed):
+    """n random finite values of fmt (every code equally likely)."""
+    v = ff.values(fmt)
+    v = v[np.isfinite(v)]
+    rng = np.random.default_rng(seed)
+    return rng.choice(v, n), rng.choice(v, n), rng.choice(v, n)
+
+
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2", "fp4_e2m1"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "fma"])
+def test_arithmetic_flags_match_mpfr(fmt, mode, op):
+    """The flags of add/sub/mul/div/fma: the exact result (Fraction) through the MPFR
+    oracle, for random operands of the format (products and quotients reach past max
+    and below the smallest subnormal)."""
+    from fractions import Fraction
+    a, b, c = _operands(fmt, 300, zlib.crc32(f"{fmt} {op}".encode()))
+    if op == "div":
+        b = np.where(b == 0, 1.0, b)
+    fn = {"add": lambda x, y, z: x + y, "sub": lambda x, y, z: x - y,
+          "mul": lambda x, y, z: x * y, "div": lambda x, y, z: x / y,
+          "fma": lambda x, y, z: x * y + z}[op]
+    args = (a, b, c) if op == "fma" else (a, b)
+    with ff.flags(masks=True) as fl:
+        getattr(ff, op)(*args, fmt, mode)
+    m = fl.masks[-1]  # the rounding of the result (operands are in the format: exact)
+    assert sum(fl.counts().values()) == sum(int(v.sum()) for v in m.values())
+    bad = []
+    for i in range(a.size):
+        q = fn(Fraction(float(a[i])), Fraction(float(b[i])), Fraction(float(c[i])))
+        for name, want in oracle_flags(q, fmt, mode, None).items():
+            if bool(m[name][i]) != want:
+                bad.append((float(a[i]), float(b[i]), name))
+    assert bad == [], f"{len(bad)} mismatches, e.g. {bad[:4]}"
+
+
+@pytest.mark.parametrize("mode", ["nearest_even", "toward_zero", "up"])
+def test_sqrt_inexact_iff_not_a_square(mode):
+    from fractions import Fraction
+    x = ff.values("fp16")
+    x = x[np.isfinite(x) & (x > 0)][::7]
+    with ff.flags(masks=True) as fl:
+        r = ff.sqrt(x, "fp16", mode)
+    m = fl.masks[-1]
+    want = np.array([Fraction(float(v)) ** 2 != Fraction(float(u)) for u, v in zip(x, r)])
+    assert (m["inexact"] == want).all() and want.any() and (~want).any()
