@@ -42,6 +42,7 @@ from __future__ import annotations
 import enum
 import math
 import threading
+from contextvars import ContextVar
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -53,7 +54,13 @@ from . import threads
 from ._names import unknown_name
 
 __all__ = ["MODES", "OVERFLOWS", "STOCHASTIC", "resolve_mode", "resolve_overflow", "make_rng",
-           "round_values", "Decision", "decide", "resid_class"]
+           "round_values", "Decision", "decide", "resid_class", "OBSERVER"]
+
+#: Set only inside a ``floatfmt.flags()`` block (by ``floatfmt.fpflags``): a callable that
+#: ``round_values`` calls after each rounding as ``observer(x, fmt, mode, policy, ftz,
+#: daz_below, sticky, result)`` (sticky: the remainder class array or None).  None (the
+#: default) costs one lookup per call.
+OBSERVER: ContextVar = ContextVar("floatfmt_rounding_observer", default=None)
 
 MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic",
          "stochastic_a", "stochastic_b", "stochastic_c")
@@ -437,7 +444,10 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
         if resid is not None or sr_random is not None:
             raise TypeError("round_values on a tensor takes no resid= or sr_random= "
                             "(tensors carry no remainder; random draws come from rng)")
-        return _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
+        r = _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
+        if OBSERVER.get() is not None:
+            OBSERVER.get()(x, fmt, mode, resolve_overflow(overflow, fmt), ftz, daz_below, sticky, r)
+        return r
     x = np.asarray(x, dtype=np.float64)
     policy = resolve_overflow(overflow, fmt)
     if mode in STOCHASTIC and rng is None:
@@ -457,8 +467,14 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
         raise ValueError("stochastic rounding of a value that float64 does not hold needs its "
                          "remainder (resid=), not only its class (sticky=)")
     res = np.empty(xf.shape, np.float64) if out is None else out.reshape(-1)
+    observer = OBSERVER.get()
+    if observer is not None and out is not None:
+        x = x.copy()  # out may be x: the observer needs the input
     with np.errstate(all="ignore"):
         _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf, draws)
+    if observer is not None:
+        observer(x, fmt, mode, policy, ftz, daz_below, None if sf is None else sf.reshape(shape),
+                 res.reshape(shape))
     return res.reshape(shape)
 
 

@@ -384,6 +384,17 @@ def _mma_driver(shape, dtype):
             _zeros(r)
 
 
+def _flags_driver(shape, dtype):
+    x = np.zeros(shape, dtype)
+    with ff.flags(masks=True) as fl:
+        y = ff.cast(x, "fp8_e4m3")
+        ff.add(x, x, "fp16")
+        ff.div(x, x, "bf16")
+    assert y.shape == shape and isinstance(fl, ff.FlagCounts)
+    assert all(v == 0 for v in fl.counts().values())
+    assert all(m.shape == shape for ms in fl.masks for m in ms.values())
+
+
 def _packing_driver(shape, dtype):
     for fmt in ("fp4_e2m1", "fp6_e3m2", "fp8_e4m3", "int4", "uint8"):
         f = get_format(fmt)
@@ -448,6 +459,7 @@ CASES = {
     "pack": _packing_driver, "unpack": _packing_driver, "packed_nbytes": _packing_driver,
     "PackedTensor": _packing_driver,
     "recipe_matmul": _recipe_driver, "BlockFP8Recipe": _recipe_driver,
+    "flags": _flags_driver, "FlagCounts": _flags_driver,
 }
 
 # Public names that take no array data, so "empty input" does not apply to them.

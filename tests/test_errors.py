@@ -143,3 +143,17 @@ def test_other_value_errors():
 def test_bad_format_definitions(kwargs):
     err = raised(lambda: ff.Format("bad", **kwargs))
     assert isinstance(err, ValueError)
+
+
+def test_unknown_flag_names_list_valid_ones():
+    def open_block():
+        with ff.flags(raise_on=("overflw",)):
+            pass
+    err = raised(open_block)
+    assert isinstance(err, ValueError)
+    msg = str(err)
+    assert "'overflw'" in msg and "'overflow'" in msg and "divide_by_zero" in msg
+    with ff.flags() as fl:
+        pass
+    err = raised(lambda: fl.count("inexakt"))
+    assert isinstance(err, ValueError) and "'inexact'" in str(err)
