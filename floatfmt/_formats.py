@@ -33,7 +33,7 @@ from ._names import unknown_name
 if TYPE_CHECKING:  # numpy is imported lazily here; the name is for annotations
     import numpy as np
 
-__all__ = ["Format", "get_format", "formats", "register", "FormatLike"]
+__all__ = ["Format", "get_format", "formats", "register"]  # (and FormatLike, a type name for annotations)
 
 _NAN_KINDS = ("ieee", "all_ones", "negative_zero", "none")
 
