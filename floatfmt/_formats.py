@@ -51,8 +51,7 @@ from ._names import unknown_name
 if TYPE_CHECKING:  # numpy is imported lazily here; the name is for annotations
     import numpy as np
 
-__all__ = ["Format", "get_format", "formats", "register", "FormatLike", "p3109",
-           "p3109_formats"]
+__all__ = ["Format", "get_format", "formats", "register", "p3109", "p3109_formats"]  # (and FormatLike, a type name for annotations)
 
 _NAN_KINDS = ("ieee", "all_ones", "negative_zero", "none")
 _RULES = ("ieee", "p3109")
