@@ -47,6 +47,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.intgemm": "lab",
     "floatfmt.delayedscale": "lab",
     "floatfmt.lossscale": "lab",
+    "floatfmt.mxgemm": "lab",
     "floatfmt.training": "lab",
     "floatfmt.recipes": "lab",
     # torch: the optional array backend for tensors
