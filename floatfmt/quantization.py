@@ -34,10 +34,12 @@ class to it (``floatfmt.quotients``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ._formats import Format
+from ._formats import Format, FormatLike
+from ._types import Overflow, RngLike, Values
 
 from .blockscale import SCALE_ROUNDINGS, mx_quantize, nvfp4_quantize
 from .exact import to_exact
@@ -53,11 +55,14 @@ _SCHEMES = ("symmetric", "asymmetric")
 _GRANULARITIES = ("tensor", "channel", "group", "block")
 
 
-def quantize(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=None,
-             calibration="max", percentile=99.99, rounding="nearest_even", scale=None,
-             zero_point=None, margin=0, pow2_scale=False, narrow_range=None,
-             scale_rounding="floor", overflow="saturate", tensor_scale=None, rng=None,
-             group_size=None, block=None):
+def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
+             granularity: str = "tensor", axis: int | None = None, calibration: str = "max",
+             percentile: float = 99.99, rounding: str = "nearest_even", scale: Any = None,
+             zero_point: Any = None, margin: int = 0, pow2_scale: bool = False,
+             narrow_range: bool | None = None, scale_rounding: str = "floor",
+             overflow: Overflow = "saturate", tensor_scale: float | None = None,
+             rng: RngLike = None, group_size: int | None = None,
+             block: tuple[int, int] | None = None) -> QuantizedTensor:
     """Quantise ``x`` to ``fmt`` and return a ``QuantizedTensor`` (``.dequantize()``).
 
     Formats
@@ -319,7 +324,7 @@ _QUANTIZE_DEFAULTS = {k: v.default for k, v in __import__("inspect").signature(q
                       if v.kind is v.KEYWORD_ONLY}
 
 
-def fake_quant(x, fmt="int8", **options) -> np.ndarray:
+def fake_quant(x: Values, fmt: FormatLike = "int8", **options: Any) -> np.ndarray:
     """Quantise then dequantise (the forward pass of quantisation-aware training);
     same options as ``quantize``.  Returns float64 (it holds every result exactly);
     MX formats keep a float32 input's dtype (MX values of float32 data are float32 values).

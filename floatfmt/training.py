@@ -34,12 +34,9 @@ them (its smallest subnormal is 2**-24, about 6e-8).
     >>> r = train("bf16", steps=5, n_points=64, hidden=16)
     >>> len(r.loss), r.policy.name
     (5, 'bf16')
-
-(Length: about 630 lines, past the ~600 guideline on purpose: the lab is one story,
-policy -> run -> hand-written forward and backward -> loop -> result, and a reader
-follows a gradient through it best in one file; each function stays under 80 lines.)
 """
 
+# size: one story, policy -> run -> hand-written forward and backward -> loop -> result, that a reader follows a gradient through best in one file (each function stays under 80 lines)
 from __future__ import annotations
 
 import sys
