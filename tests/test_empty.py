@@ -480,7 +480,7 @@ NO_ARRAY_INPUT = {
     "C_ENTRIES": "a constant", "BITORDERS": "a constant", "RECIPES": "a constant",
     "PROMOTIONS": "a constant", "get_recipe": "takes a recipe name",
     "BlockFormat": "a block-format description", "BlockFormatInfo": "a record",
-    "block_formats": "no arguments", "GEMMS": "a constant", "format_table": "takes rows of compare_quantization", "get_block_format": "takes a block-format name",
+    "block_formats": "no arguments", "GEMMS": "a constant", "FormatLike": "a type name", "format_table": "takes rows of compare_quantization", "get_block_format": "takes a block-format name",
 }
 
 
