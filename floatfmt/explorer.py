@@ -29,14 +29,14 @@ from pathlib import Path
 
 from ._version import __version__
 from ._formats import Format, formats, get_format
-from .rounding import MODES, resolve_overflow
+from .rounding import MODES, STOCHASTIC, resolve_overflow
 
 __all__ = ["EXPLORER_FORMATS", "EXPLORER_MODES", "explorer_data", "explorer_html", "write_explorer"]
 
 _ASSETS = Path(__file__).with_name("explorer_assets")
 
 #: The rounding modes the page offers: every deterministic mode of ``MODES``.
-EXPLORER_MODES = tuple(m for m in MODES if m != "stochastic")
+EXPLORER_MODES = tuple(m for m in MODES if m not in STOCHASTIC)  # (deterministic only)
 
 
 def _explorer_formats() -> list[str]:

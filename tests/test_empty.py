@@ -471,6 +471,8 @@ NO_ARRAY_INPUT = {
     "compare": "takes format names", "values": "takes a format name",
     "Format": "a format description", "FormatInfo": "a record", "formats": "no arguments",
     "get_format": "takes a format name", "register": "takes a Format", "info": "takes a format",
+    "p3109": "takes format parameters", "p3109_formats": "takes a bitwidth",
+    "FormatLike": "a type name",
     "MODES": "a constant", "OVERFLOWS": "a constant", "ORDERS": "a constant",
     "TF32_OPERANDS": "a constant", "MX_FORMATS": "a constant", "SCALE_ROUNDINGS": "a constant",
     "CALIBRATIONS": "a constant", "tensorcore_models": "no arguments",
@@ -479,6 +481,8 @@ NO_ARRAY_INPUT = {
     "master_weights_demo": "takes scalars (a fixed demonstration)",
     "C_ENTRIES": "a constant", "BITORDERS": "a constant", "RECIPES": "a constant",
     "PROMOTIONS": "a constant", "get_recipe": "takes a recipe name",
+    "get_num_threads": "no arguments", "set_num_threads": "takes a thread count",
+    "limit_threads": "takes a thread count",
     "BlockFormat": "a block-format description", "BlockFormatInfo": "a record",
     "block_formats": "no arguments", "GEMMS": "a constant", "FormatLike": "a type name", "format_table": "takes rows of compare_quantization", "get_block_format": "takes a block-format name",
 }

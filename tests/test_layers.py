@@ -33,6 +33,7 @@ LAYER_OF_PREFIX = {
     "floatfmt._info": "core",
     "floatfmt._block_formats": "core",
     "floatfmt.packing": "core",
+    "floatfmt.threads": "core",
     # arithmetic: error-free transformations, ops, arrays, accumulation, matrix units
     "floatfmt.eft": "arithmetic",
     "floatfmt.ops": "arithmetic",
@@ -52,6 +53,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.mxgemm": "lab",
     "floatfmt.training": "lab",
     "floatfmt.recipes": "lab",
+    "floatfmt.p3109block": "lab",
     # torch: the optional array backend for tensors
     "floatfmt.torch": "torch",
     "floatfmt._xp": "core",
