@@ -484,7 +484,7 @@ NO_ARRAY_INPUT = {
     "get_num_threads": "no arguments", "set_num_threads": "takes a thread count",
     "limit_threads": "takes a thread count",
     "BlockFormat": "a block-format description", "BlockFormatInfo": "a record",
-    "block_formats": "no arguments", "GEMMS": "a constant", "FormatLike": "a type name", "format_table": "takes rows of compare_quantization", "get_block_format": "takes a block-format name",
+    "block_formats": "no arguments", "GEMMS": "a constant", "format_table": "takes rows of compare_quantization", "get_block_format": "takes a block-format name",
 }
 
 
