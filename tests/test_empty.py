@@ -41,7 +41,7 @@ FMTS = ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m
 
 PUBLIC_MODULES = ["_cast", "codec", "ops", "fparray", "accumulate", "tensorcore", "quantized",
                   "quantization", "blockscale", "tensorscale", "intgemm", "delayedscale",
-                  "lossscale", "quantdemo", "_info", "_formats",
+                  "lossscale", "quantdemo", "mxgemm", "_info", "_formats",
                   "packing", "recipes"]
 
 
@@ -425,6 +425,21 @@ def _recipe_driver(shape, dtype):
         _zeros(r)
 
 
+def _mx_gemm_driver(shape, dtype):
+    """Training GEMMs with an empty side: empty outputs, or zeros from an empty sum."""
+    if shape != (0,):
+        return
+    from floatfmt.mxgemm import mx_gemm, mx_gemm_operands
+    for gemm, sa, sb, out in [("forward", (0, 32), (3, 32), (0, 3)), ("forward", (2, 0), (3, 0), (2, 3)),
+                              ("grad_input", (2, 0), (0, 5), (2, 5)),
+                              ("grad_weight", (0, 3), (0, 5), (3, 5))]:
+        r = mx_gemm(gemm, _arr(sa, dtype), _arr(sb, dtype))
+        assert r.shape == out
+        _zeros(r)
+        qa, qb = mx_gemm_operands(gemm, _arr(sa, dtype), _arr(sb, dtype))
+        assert qa.shape == sa and qb.shape == sb
+
+
 def _mx_exponent_driver(shape, dtype):
     from floatfmt.blockscale import mx_shared_exponent
     _check_elementwise(lambda x: mx_shared_exponent(x), shape, dtype)
@@ -455,6 +470,7 @@ CASES = {
     "compare_quantization": _compare_quantization_driver,
     "DelayedScaling": _delayed_scaling_driver, "LossScaler": _loss_scaler_driver,
     "mx_shared_exponent": _mx_exponent_driver,
+    "mx_gemm": _mx_gemm_driver, "mx_gemm_operands": _mx_gemm_driver,
     "mma": _mma_driver,
     "pack": _packing_driver, "unpack": _packing_driver, "packed_nbytes": _packing_driver,
     "PackedTensor": _packing_driver,
@@ -480,7 +496,7 @@ NO_ARRAY_INPUT = {
     "get_num_threads": "no arguments", "set_num_threads": "takes a thread count",
     "limit_threads": "takes a thread count",
     "BlockFormat": "a block-format description", "BlockFormatInfo": "a record",
-    "block_formats": "no arguments", "format_table": "takes rows of compare_quantization", "get_block_format": "takes a block-format name",
+    "block_formats": "no arguments", "GEMMS": "a constant", "format_table": "takes rows of compare_quantization", "get_block_format": "takes a block-format name",
 }
 
 

@@ -51,6 +51,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.intgemm": "lab",
     "floatfmt.delayedscale": "lab",
     "floatfmt.lossscale": "lab",
+    "floatfmt.mxgemm": "lab",
     "floatfmt.training": "lab",
     "floatfmt.recipes": "lab",
     "floatfmt.p3109block": "lab",
