@@ -392,6 +392,15 @@ def resid_class(resid):
     return np.where(R == 0, 0, np.where(R < half, 1, np.where(R == half, 2, 3))).astype(np.uint8)
 
 
+def _round_tensor_observed(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out):
+    """``round_values`` on a tensor, reported to the flags observer when one is set."""
+    r = _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
+    observer = OBSERVER.get()
+    if observer is not None:
+        observer(x, fmt, mode, resolve_overflow(overflow, fmt), ftz, daz_below, sticky, r)
+    return r
+
+
 def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False,
                  daz_below=None, rng=None, sr_bits=None, sticky=None, resid=None, out=None,
                  sr_random=None):
@@ -444,10 +453,7 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
         if resid is not None or sr_random is not None:
             raise TypeError("round_values on a tensor takes no resid= or sr_random= "
                             "(tensors carry no remainder; random draws come from rng)")
-        r = _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
-        if OBSERVER.get() is not None:
-            OBSERVER.get()(x, fmt, mode, resolve_overflow(overflow, fmt), ftz, daz_below, sticky, r)
-        return r
+        return _round_tensor_observed(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
     x = np.asarray(x, dtype=np.float64)
     policy = resolve_overflow(overflow, fmt)
     if mode in STOCHASTIC and rng is None:

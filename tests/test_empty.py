@@ -484,7 +484,6 @@ NO_ARRAY_INPUT = {
     "Format": "a format description", "FormatInfo": "a record", "formats": "no arguments",
     "get_format": "takes a format name", "register": "takes a Format", "info": "takes a format",
     "p3109": "takes format parameters", "p3109_formats": "takes a bitwidth",
-    "FormatLike": "a type name",
     "MODES": "a constant", "OVERFLOWS": "a constant", "ORDERS": "a constant",
     "TF32_OPERANDS": "a constant", "MX_FORMATS": "a constant", "SCALE_ROUNDINGS": "a constant",
     "CALIBRATIONS": "a constant", "tensorcore_models": "no arguments",

@@ -13,15 +13,17 @@ import floatfmt as ff
 from floatfmt._names import close_matches, did_you_mean, unknown_name
 from floatfmt.accumulate import ORDERS
 from floatfmt.course.registry import exercise, exercises
-from floatfmt.rounding import MODES, OVERFLOWS
+from floatfmt.rounding import _MODE_ALIASES, MODES, OVERFLOWS
 from floatfmt.tensorcore import get_model
 
 PACKAGE = pathlib.Path(ff.__file__).resolve().parent
 
 
 def _typo(name: str) -> str:
-    """``name`` with its last letter doubled: close to it, not equal to any valid name."""
-    return name + name[-1]
+    """``name`` with its last letter doubled (tripled where doubling gives an accepted alias,
+    as "stochasticc", P3109's StochasticC): close to it, not equal to any valid name."""
+    wrong = name + name[-1]
+    return wrong + name[-1] if wrong in _MODE_ALIASES else wrong
 
 
 LOOKUPS = [
