@@ -22,6 +22,11 @@ is not summed; the loop over the summed axis is a Python loop.
 ``dot(..., model="h100")`` and ``matmul(..., model=...)`` hand the products to
 the tensor-core model of ``floatfmt.tensorcore`` instead.
 
+torch tensors in give float64 tensors out on their device (``sum`` over every axis:
+a 0-d tensor), computed by these numpy kernels on views of CPU tensors' memory;
+not differentiable; other devices raise NotImplementedError for now
+(``floatfmt.dispatch``).
+
 For formats whose products do not fit float64 (fp64 and custom formats with
 more than 26 significand bits) ``sequential`` uses an exact fused
 multiply-add per step and ``exact`` uses exact rational arithmetic; the other
@@ -38,6 +43,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import eft
+from .dispatch import tensor_entry
 from .ops import InFormat, check_invalid, make_ctx, operand_values, zero_signs, fma as _fma, mul as _mul
 
 __all__ = ["sum", "dot", "matmul", "ORDERS"]
@@ -255,6 +261,7 @@ def _final(r, order, actx, octx, scalar):
     return float(r) if scalar else r
 
 
+@tensor_entry('sum', ('x',))
 def sum(x, fmt, acc_fmt=None, order="sequential", axis=None, *, block=32, out_fmt=None,  # noqa: A001
         rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, sr_bits=None):
     """Sum of ``x`` (cast to ``fmt``) with partial sums rounded to ``acc_fmt`` (default ``fmt``).
@@ -468,6 +475,7 @@ def _prep_pair(a, b, ictx, kind):
     return x, y
 
 
+@tensor_entry('dot', ('a', 'b', 'c'))
 def dot(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=None, *,
         alpha=1.0, beta=None, c=None, block=32, rounding="nearest_even", overflow=None,
         ftz=False, daz=False, rng=None, sr_bits=None):
@@ -488,6 +496,7 @@ def dot(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=None,
                     rounding, overflow, ftz, daz, rng, sr_bits)
 
 
+@tensor_entry('matmul', ('a', 'b', 'c'))
 def matmul(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=None, *,
            alpha=1.0, beta=None, c=None, block=32, rounding="nearest_even", overflow=None,
            ftz=False, daz=False, rng=None, sr_bits=None):

@@ -24,7 +24,10 @@ wrong number.
 ``daz`` here means: operands that are subnormal in ``fmt`` count as zero.
 
 Scalars in give Python floats out; arrays broadcast (numpy rules) and give
-float64 arrays whose values are in ``fmt``.
+float64 arrays whose values are in ``fmt``.  torch tensors give float64 tensors on
+their device (a 0-d tensor for 0-d operands), computed by the same numpy kernels
+on views of CPU tensors' memory; these results are not differentiable, and other
+devices raise NotImplementedError for now (``floatfmt.dispatch``).
 
 >>> add(1.0, 0.0001, "fp16")
 1.0
@@ -44,6 +47,7 @@ import numpy as np
 
 from . import eft
 from ._cast import round_exact
+from .dispatch import tensor_entry
 from .exact import holds, to_exact
 from ._formats import Format, get_format
 from .rounding import make_rng, resolve_mode, resolve_overflow, round_values
@@ -229,6 +233,7 @@ _NO_OPTS = {"rounding": "nearest_even", "overflow": None, "ftz": False, "daz": F
 
 
 # ---------------------------------------------------------------------------------------------
+@tensor_entry('add', ('a', 'b'))
 def add(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
         sr_bits=None):
     """``a + b`` in ``fmt``: operands cast to ``fmt``, the exact sum rounded once.
@@ -417,6 +422,7 @@ def _add_values(x, y, ctx, opname):
     return ctx.round(t, cls)
 
 
+@tensor_entry('sub', ('a', 'b'))
 def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
         sr_bits=None):
     """``a - b`` in ``fmt`` (the exact difference rounded once).
@@ -428,6 +434,7 @@ def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     return _finish(*_run_fast(ctx, _sub_impl, _fast_sub, a, b))
 
 
+@tensor_entry('mul', ('a', 'b'))
 def mul(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
         sr_bits=None):
     """``a * b`` in ``fmt`` (the exact product rounded once; 0 * Inf is NaN).
@@ -451,6 +458,7 @@ def _mul_values(x, y, ctx):
     return ctx.round(t, cls)
 
 
+@tensor_entry('div', ('a', 'b'))
 def div(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
         sr_bits=None):
     """``a / b`` in ``fmt``, correctly rounded in every mode.
@@ -475,6 +483,7 @@ def _div_impl(ctx, a, b):
     return ctx.round(t, cls), sx and sy
 
 
+@tensor_entry('sqrt', ('a',))
 def sqrt(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
          sr_bits=None):
     """Square root in ``fmt``, correctly rounded in every mode; sqrt(-0) = -0,
@@ -494,6 +503,7 @@ def _sqrt_impl(ctx, a):
     return ctx.round(t, cls), sx
 
 
+@tensor_entry('fma', ('a', 'b', 'c'))
 def fma(a, b, c, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
         sr_bits=None):
     """Fused multiply-add ``a*b + c`` in ``fmt``: one rounding of the exact value.
@@ -531,6 +541,7 @@ def _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, fn, name):
     return _finish(ctx.round(t), sx)
 
 
+@tensor_entry('neg', ('a',))
 def neg(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
     """``-a`` in ``fmt`` (exact for signed float formats; int8 ``-(-128)`` follows the
     overflow policy).
@@ -541,6 +552,7 @@ def neg(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rn
     return _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, np.negative, "neg")
 
 
+@tensor_entry('abs', ('a',))
 def abs(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):  # noqa: A001
     """``|a|`` in ``fmt``.
 
@@ -565,6 +577,7 @@ def _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, is_min):
     return _finish(np.array(r, np.float64), sx and sy)
 
 
+@tensor_entry('minimum', ('a', 'b'))
 def minimum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
     """Elementwise minimum of ``a`` and ``b`` cast to ``fmt`` (IEEE 754-2019
     ``minimum``: NaN if either is NaN, and -0 < +0).
@@ -575,6 +588,7 @@ def minimum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=Fa
     return _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, True)
 
 
+@tensor_entry('maximum', ('a', 'b'))
 def maximum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
     """Elementwise maximum of ``a`` and ``b`` cast to ``fmt`` (NaN if either is NaN,
     +0 > -0).

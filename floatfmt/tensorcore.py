@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import eft
+from .dispatch import tensor_entry
 from ._formats import Format, get_format
 from .rounding import round_values
 
@@ -543,6 +544,7 @@ def tensorcore_product(kind, a, b, fmt, model, acc_fmt="fp32", *, rounding="near
     return out, m.acc_fmt
 
 
+@tensor_entry('mma', ('a', 'b', 'c'))
 def mma(a, b, c, fmt, model, acc_fmt="fp32"):
     """D = A.B + C as one matrix unit computes it: C is the accumulator input of the unit.
 

@@ -43,6 +43,7 @@ LAYER_OF_PREFIX = {
     # torch: the optional array backend for tensors
     "floatfmt.torch": "torch",
     "floatfmt._xp": "core",
+    "floatfmt.dispatch": "core",
     # gpu: capture and comparison with real hardware
     "floatfmt.gpu": "gpu",
     # teach: explanations, figures, the tour, the course, the command line, the explorer
