@@ -1,0 +1,235 @@
+"""Arithmetic, sums, dot and matrix products on torch tensors (issue 11 items 1, 7 and
+"bad input"): a tensor in gives a tensor out on its device, element for element the
+numpy path's result (NaN by class, the sign of zero counted), for every op, order
+and tensor-core preset; and every kind of bad input raises an error that says what
+was given and what is accepted (``floatfmt.dispatch``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import floatfmt as ff
+from floatfmt.accumulate import ORDERS
+from floatfmt.dispatch import force_namespace
+from floatfmt.rounding import MODES
+from tests.oracles.compare import mismatches
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
+
+DETERMINISTIC = [m for m in MODES if m != "stochastic"]
+BINARY = ["add", "sub", "mul", "div", "minimum", "maximum"]
+UNARY = ["sqrt", "neg", "abs"]
+FORMATS = ["fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp32", "fp4_e2m1", "int8"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def data(shape, seed, spread=12, specials=True):
+    """Random float64 values over 2*spread binades, both signs, with zeros, Inf and NaN."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-spread, spread, shape))
+    flat = x.reshape(-1)
+    if specials and flat.size >= 8:
+        flat[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-300]
+        rng.shuffle(flat)
+    return x
+
+
+def finite_for(name, x):
+    """Formats without NaN (fp4, int8) refuse NaN operands and invalid results: give
+    them finite, nonnegative data where an op could make NaN."""
+    f = ff.get_format(name)
+    if f.has_nan and f.kind == "float":
+        return x
+    return np.nan_to_num(x, nan=1.0, posinf=3.0, neginf=-3.0)
+
+
+def check(got, want, device="cpu"):
+    """got is a float64 tensor on device, equal to the numpy result element for element."""
+    assert isinstance(got, torch.Tensor), type(got)
+    assert got.device.type == device and got.dtype == torch.float64
+    w = np.asarray(want, np.float64)
+    assert tuple(got.shape) == w.shape
+    n = int(mismatches(got.cpu().numpy(), w).sum())
+    assert n == 0, f"{n} mismatches"
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_elementwise_ops_equal_numpy(name):
+    a = finite_for(name, data(600, 1))
+    b = finite_for(name, data(600, 2))
+    c = finite_for(name, data(600, 3))
+    if not ff.get_format(name).has_nan or name == "int8":
+        a, b, c = np.abs(a) + 1, np.abs(b) + 1, np.abs(c)  # no invalid results (0/0, Inf-Inf)
+    ta, tb, tc = (torch.from_numpy(v) for v in (a, b, c))
+    for mode in DETERMINISTIC:
+        for op in BINARY:
+            fn = getattr(ff, op)
+            check(fn(ta, tb, name, mode), fn(a, b, name, mode))
+        for op in UNARY:
+            fn = getattr(ff, op)
+            check(fn(ta, name, mode), fn(a, name, mode))
+        check(ff.fma(ta, tb, tc, name, mode), ff.fma(a, b, c, name, mode))
+    # scalars and broadcasting mix with tensors; stochastic from an int seed as numpy
+    check(ff.add(ta, 0.5, name), ff.add(a, 0.5, name))
+    check(ff.mul(ta[:, None][:20], tb[None, :30], name), ff.mul(a[:, None][:20], b[None, :30], name))
+    check(ff.add(ta, tb, name, "stochastic", rng=7), ff.add(a, b, name, "stochastic", rng=7))
+
+
+@pytest.mark.parametrize("src", [torch.float32, torch.float16, torch.bfloat16, torch.int16])
+def test_narrow_tensor_dtypes_are_taken_exactly(src):
+    x = torch.from_numpy(data(500, 4, spread=6, specials=False)).to(src)
+    y = torch.from_numpy(data(500, 5, spread=6, specials=False)).to(src)
+    xv, yv = x.to(torch.float64).numpy(), y.to(torch.float64).numpy()
+    check(ff.add(x, y, "fp32"), ff.add(xv, yv, "fp32"))
+    check(ff.fma(x, y, x, "bf16", "up"), ff.fma(xv, yv, xv, "bf16", "up"))
+    check(ff.sum(x, "fp16", acc_fmt="fp32"), ff.sum(xv, "fp16", acc_fmt="fp32"))
+
+
+def test_fp64_ops_take_the_exact_paths():
+    a, b = data(300, 6, spread=600), data(300, 7, spread=600)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    for mode in ("nearest_even", "toward_zero", "up"):
+        check(ff.mul(ta, tb, "fp64", mode), ff.mul(a, b, "fp64", mode))
+        check(ff.div(ta, tb, "fp64", mode), ff.div(a, b, "fp64", mode))
+        check(ff.fma(ta, tb, ta, "fp64", mode), ff.fma(a, b, a, "fp64", mode))
+
+
+def test_zero_dimensional_tensors_give_zero_dimensional_tensors():
+    r = ff.add(torch.tensor(1.0), torch.tensor(2.0 ** -12), "fp16")
+    assert isinstance(r, torch.Tensor) and r.shape == () and float(r) == 1.0
+    s = ff.sum(torch.full((10000,), 0.0001), "fp16")
+    assert s.shape == () and float(s) == ff.sum([0.0001] * 10000, "fp16") == 0.25
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_sum_dot_matmul_every_order_equal_numpy(order):
+    x = data((7, 40), 8, spread=8, specials=False)
+    tx = torch.from_numpy(x)
+    for fmt, acc in (("bf16", "fp32"), ("fp16", "fp16"), ("fp8_e4m3", "bf16")):
+        check(ff.sum(tx, fmt, acc, order), ff.sum(x, fmt, acc, order))
+        check(ff.sum(tx, fmt, acc, order, axis=1), ff.sum(x, fmt, acc, order, axis=1))
+        check(ff.sum(tx, fmt, acc, order, axis=0, block=4), ff.sum(x, fmt, acc, order, axis=0, block=4))
+    a, b = data((5, 33), 9, 6, False), data((33, 6), 10, 6, False)
+    c = data((5, 6), 11, 6, False)
+    ta, tb, tc = (torch.from_numpy(v) for v in (a, b, c))
+    for mode in ("nearest_even", "toward_zero"):
+        kw = dict(acc_fmt="fp32", order=order, rounding=mode)
+        check(ff.matmul(ta, tb, "bf16", **kw), ff.matmul(a, b, "bf16", **kw))
+        check(ff.matmul(ta, tb, "fp16", out_fmt="fp16", c=tc, alpha=0.5, **kw),
+              ff.matmul(a, b, "fp16", out_fmt="fp16", c=c, alpha=0.5, **kw))
+        check(ff.dot(ta, ta.flip(0), "fp8_e5m2", **kw), ff.dot(a, a[::-1], "fp8_e5m2", **kw))
+        check(ff.matmul(ta[0], tb, "bf16", **kw), ff.matmul(a[0], b, "bf16", **kw))
+
+
+@pytest.mark.parametrize("preset", sorted(ff.tensorcore_models()))
+def test_matmul_every_tensorcore_preset_equal_numpy(preset):
+    m = ff.tensorcore_models()[preset]
+    fmt = m.fmt
+    rng = np.random.default_rng(abs(hash(preset)) % 2 ** 32)
+    if fmt == "int8":
+        a = rng.integers(-128, 128, (2, 4, 48)).astype(np.float64)
+        b = rng.integers(-128, 128, (48, 5)).astype(np.float64)
+    else:
+        a = data((2, 4, 48), 12, 6, False)
+        b = data((48, 5), 13, 6, False)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    check(ff.matmul(ta, tb, fmt, model=preset), ff.matmul(a, b, fmt, model=preset))
+    check(ff.dot(ta, ta.flip(-1), fmt, model=preset), ff.dot(a, a[..., ::-1], fmt, model=preset))
+    if fmt != "int8":
+        check(ff.matmul(ta, tb, fmt, model=preset, out_fmt="bf16", c=ta[..., :5].sum(-1, keepdim=True)),
+              ff.matmul(a, b, fmt, model=preset, out_fmt="bf16", c=a[..., :5].sum(-1, keepdims=True)))
+    c = np.round(data((4, 5), 14, 4, False)) if fmt == "int8" else data((4, 5), 14, 4, False)
+    check(ff.mma(ta, tb, torch.from_numpy(c), fmt, preset), ff.mma(a, b, c, fmt, preset))
+
+
+def test_h100_bf16_gemm_on_float32_tensors():
+    a = torch.randn(64, 256, generator=torch.Generator().manual_seed(0))
+    b = torch.randn(256, 32, generator=torch.Generator().manual_seed(1))
+    check(ff.matmul(a, b, "bf16", model="h100"),
+          ff.matmul(a.numpy(), b.numpy(), "bf16", model="h100"))
+
+
+def test_results_are_not_differentiable():
+    """Documented: the arithmetic has no gradient (only cast / fake_quant do); the
+    result is a plain tensor, not a silently wrong gradient."""
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    for r in (ff.add(a, a, "bf16"), ff.sum(a, "bf16"), ff.matmul(a[None], a[:, None], "bf16")):
+        assert not r.requires_grad and r.grad_fn is None
+    assert a.grad is None
+
+
+def test_the_numpy_path_is_unchanged():
+    """numpy in still gives numpy (and scalars Python floats): the tensor rule is opt-in."""
+    assert isinstance(ff.add(np.ones(3), 1.0, "bf16"), np.ndarray)
+    assert isinstance(ff.add(1.0, 1.0, "bf16"), float)
+    assert isinstance(ff.sum([1.0, 2.0], "bf16"), float)
+    assert isinstance(ff.matmul(np.ones((2, 2)), np.ones((2, 2)), "bf16", model="h100"), np.ndarray)
+
+
+# ------------------------------------------------------------------------------ bad input
+ENTRIES = {
+    "add": lambda x, y: ff.add(x, y, "bf16"),
+    "fma": lambda x, y: ff.fma(x, y, y, "bf16"),
+    "sqrt": lambda x, y: ff.sqrt(x, "bf16"),
+    "minimum": lambda x, y: ff.minimum(x, y, "bf16"),
+    "sum": lambda x, y: ff.sum(x, "bf16"),
+    "dot": lambda x, y: ff.dot(x, y, "bf16"),
+    "matmul": lambda x, y: ff.matmul(x[:, None], y[None, :], "bf16", model="h100"),
+    "cast": lambda x, y: ff.cast(x, "bf16"),
+    "encode": lambda x, y: ff.encode(x, "bf16"),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+def test_bad_tensor_input_says_what_was_given_and_what_is_accepted(entry):
+    call = ENTRIES[entry]
+    x = torch.tensor([1.0, 2.0])
+    with pytest.raises(TypeError, match=r"complex.*accepted: floating-point"):
+        call(torch.tensor([1 + 1j, 2.0]), x)
+    with pytest.raises(TypeError, match=r"unsupported tensor dtype torch.uint32; accepted"):
+        call(x.to(torch.uint32), x)
+    with pytest.raises(ValueError, match=r"tensors on meta are not supported; accepted devices"):
+        call(x.to("meta"), x.to("meta"))
+    if entry not in ("cast", "encode", "sqrt", "sum"):  # the two-operand entries
+        with pytest.raises(TypeError, match=r"numpy array mixed with torch tensors"):
+            call(x, np.array([1.0, 2.0]))
+        with pytest.raises(TypeError, match=r"numpy array mixed with torch tensors"):
+            call(np.array([1.0, 2.0]), x)
+        with pytest.raises(ValueError, match=r"two devices \(cpu and meta\)|meta are not supported"):
+            call(x, x.to("meta"))
+
+
+def test_fparray_mixed_with_tensors_is_refused():
+    with pytest.raises(TypeError, match="FPArray mixed with torch tensors"):
+        ff.add(ff.array([1.0, 2.0], "bf16"), torch.tensor([1.0, 2.0]), "bf16")
+
+
+def test_int_codes_and_float_tensors_where_meaningless():
+    with pytest.raises(TypeError, match="integer tensor"):
+        ff.decode(torch.tensor([1.0]), "fp16")  # codes are integers, not floats
+    with pytest.raises(ValueError, match="2\\*\\*53"):  # the device code cannot hold them
+        with force_namespace():
+            ff.cast(torch.tensor([2 ** 60 + 1]), "fp32")
+
+
+def test_functions_without_device_code_refuse_instead_of_copying():
+    """Under force_namespace CPU tensors take the path CUDA tensors take: functions with
+    no device implementation yet raise NotImplementedError naming themselves and the
+    device (no silent host copy)."""
+    x = torch.tensor([1.0, 2.0])
+    with force_namespace():
+        for name, call in ENTRIES.items():
+            if name in ("cast", "encode"):
+                assert isinstance(call(x, x), torch.Tensor)
+                continue
+            with pytest.raises(NotImplementedError, match=rf"floatfmt.{name} has no cpu implementation"):
+                call(x, x)
