@@ -225,7 +225,7 @@ def decode(codes, fmt) -> np.ndarray | float:
 def _decode_tensor(codes, fmt: Format):
     """decode for an integer tensor: float64 values on its device (the field formula,
     the same that builds the numpy path's table)."""
-    check_tensors("floatfmt.decode", [codes])
+    check_tensors("floatfmt.decode", [codes], codes=True)
     xp = namespace(codes)
     c = xp.int64(codes)
     if host_kernels(c):  # CPU tensor: the numpy table / formula on a view (floatfmt.dispatch)

@@ -102,19 +102,21 @@ def _dtype_name(t: Any) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
-def check_tensors(name: str, operands: list[Any]) -> Any:
+def check_tensors(name: str, operands: list[Any], codes: bool = False) -> Any:
     """Check the operands of one call that holds at least one tensor; return the device.
 
-    TypeError for a complex tensor, a tensor dtype outside ``_ACCEPTED``, or a numpy
-    array / FPArray among the operands (no silent mixing of array kinds); ValueError
-    for tensors on two devices."""
+    TypeError for a complex tensor, a tensor dtype outside ``_ACCEPTED`` (``codes``:
+    bit patterns, where torch's uint16/32/64, as ``encode`` returns them, are accepted
+    too), or a numpy array / FPArray among the operands (no silent mixing of array
+    kinds); ValueError for tensors on two devices or on a device not in ``DEVICES``."""
     device = None
     for x in operands:
         if is_tensor(x):
             if x.is_complex():
                 raise TypeError(f"{name}: complex tensors are not supported (got {x.dtype}); "
                                 f"accepted: {_ACCEPTED} tensors")
-            if not (x.is_floating_point() or _dtype_name(x) in _VIEWABLE):
+            if not (x.is_floating_point() or _dtype_name(x) in _VIEWABLE
+                    or codes and _dtype_name(x) in ("uint16", "uint32", "uint64")):
                 raise TypeError(f"{name}: unsupported tensor dtype {x.dtype}; accepted: "
                                 f"{_ACCEPTED}")
             if x.device.type not in DEVICES:

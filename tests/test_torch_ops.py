@@ -233,3 +233,18 @@ def test_functions_without_device_code_refuse_instead_of_copying():
                 continue
             with pytest.raises(NotImplementedError, match=rf"floatfmt.{name} has no cpu implementation"):
                 call(x, x)
+
+
+@pytest.mark.parametrize("namespace", [False, True])
+def test_decode_takes_the_codes_encode_returns(namespace):
+    """encode gives torch's unsigned dtypes (uint16/32/64); decode takes them back on
+    both paths (the dtype check must not refuse them as it refuses uint32 values)."""
+    x = torch.from_numpy(data(300, 15, spread=20))
+    with force_namespace(namespace):
+        for name in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "e8m0", "int8"):
+            pol = "saturate" if name in ("int8", "fp8_e4m3") else None
+            v = x.abs() if name == "e8m0" else x
+            if name == "int8":
+                v = torch.nan_to_num(v, nan=0.0)
+            codes = ff.encode(v, name, overflow=pol)
+            check(ff.decode(codes, name), ff.cast(v.numpy(), name, overflow=pol))
