@@ -1,4 +1,4 @@
-"""The capture's ``torch`` section (floatfmt.gpu.torch_section) in a dry run on the CPU:
+"""The capture's ``torch`` section (floatfmt.gpu.sections.torch_path) in a dry run on the CPU:
 the device calls run the namespace code (what CUDA runs) and must match the CPU
 tensors' numpy kernels; functions without device code are recorded, not failed."""
 
@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (the dry run needs torch)")
 
-from floatfmt.gpu.torch_section import CAST_FORMATS, torch_section  # noqa: E402
+from floatfmt.gpu.sections.torch_path import CAST_FORMATS, torch_section  # noqa: E402
 
 
 def test_dry_run_section_on_cpu():

@@ -31,6 +31,7 @@ SECTION_MODULES = (
     "gemm_probes",
     "random_gemms",
     "sweep",
+    "torch_path",
 )
 
 
@@ -59,6 +60,6 @@ def section_names() -> list[str]:
     """The ``--sections`` names in run order.
 
     >>> section_names()
-    ['casts', 'tf32', 'probes', 'random', 'sweep']
+    ['casts', 'tf32', 'probes', 'random', 'sweep', 'torch']
     """
     return [s.name for s in sections()]

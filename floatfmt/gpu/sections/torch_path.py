@@ -1,5 +1,5 @@
-"""Capture section ``torch``: floatfmt's own torch path on the device, against the same
-calls on CPU tensors (issue 11, items 9 and 10).
+"""Section ``torch``: floatfmt's own torch path on the device, against the same calls on
+CPU tensors (issue 11, items 9 and 10).
 
 The other sections compare what the *GPU's kernels* do with floatfmt's prediction;
 this one checks floatfmt itself running on the GPU: ``ff.cast`` / ``encode`` /
@@ -17,7 +17,8 @@ numpy path per element (target: at least 100x), and a 4096^3 bf16 GEMM under
 In a dry run (``--dry-run``: torch on the CPU) the "device" calls run under
 ``floatfmt.dispatch.force_namespace``, so the CPU runs exactly the code CUDA runs,
 on small sizes.  The results go to ``summary.json`` under ``torch_path``: a list of
-checks (name, cases, mismatches, status, note, seconds) and the timings.
+checks (name, cases, mismatches, status, note, seconds) and the timings (kept apart
+from ``checks``, whose records replay GPU kernels against predictions).
 """
 
 from __future__ import annotations
@@ -28,17 +29,20 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._cast import cast
-from ..accumulate import matmul, sum as acc_sum
-from ..codec import decode, encode
-from ..dispatch import force_namespace
-from .._formats import get_format
-from ..ops import add, fma
-from ..rounding import MODES, resolve_overflow
-from ..scaling import dequantize, quantize
-from ..tensorcore import tensorcore_models
+from ..._cast import cast
+from ...accumulate import matmul, sum as acc_sum
+from ...codec import decode, encode
+from ...dispatch import force_namespace
+from ..._formats import get_format
+from ...ops import add, fma
+from ...rounding import MODES, resolve_overflow
+from ...scaling import dequantize, quantize
+from ...tensorcore import tensorcore_models
+from .context import Context
 
-__all__ = ["torch_section", "CAST_FORMATS"]
+__all__ = ["NAME", "run", "torch_section", "CAST_FORMATS"]
+
+NAME = "torch"
 
 CAST_FORMATS = ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp6_e2m3", "fp4_e2m1", "int8", "e8m0")
 _DETERMINISTIC = tuple(m for m in MODES if m != "stochastic")
@@ -181,7 +185,7 @@ class _Run:
         torch = self.torch
 
         def run() -> tuple[int, int]:
-            from ..torch import fake_quant
+            from ...torch import fake_quant
             xs = np.nan_to_num(x, nan=0.0, posinf=1.0, neginf=-1.0).reshape(-1, 64)
             xs = np.clip(xs, -1e30, 1e30)
             tc = torch.from_numpy(xs)
@@ -291,3 +295,9 @@ def torch_section(torch: Any, device: str, dry: bool, log: Callable[[str], None]
     log(f"  torch: {len(r.checks)} checks, {len(bad)} with mismatches or errors"
         + (f" ({', '.join(bad)})" if bad else ""))
     return {"device": device, "checks": r.checks, "timings": timings}
+
+
+def run(ctx: Context) -> None:
+    """The section as the capture runner calls it."""
+    ctx.writer.summary["torch_path"] = torch_section(ctx.dev.torch, ctx.device, ctx.dry, ctx.log)
+    ctx.writer.save()
