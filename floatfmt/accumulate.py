@@ -24,7 +24,9 @@ the tensor-core model of ``floatfmt.tensorcore`` instead.
 
 torch tensors in give float64 tensors out on their device (``sum`` over every axis:
 a 0-d tensor), computed by these numpy kernels on views of CPU tensors' memory;
-not differentiable; other devices raise NotImplementedError for now
+not differentiable.  On other devices (CUDA) ``matmul(..., model=...)`` runs the
+tensor-core steps with torch ops on the device (``floatfmt.tensorcore_device``, with
+the limits listed there); the rest raises NotImplementedError for now
 (``floatfmt.dispatch``).
 
 For formats whose products do not fit float64 (fp64 and custom formats with
@@ -496,7 +498,13 @@ def dot(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=None,
                     rounding, overflow, ftz, daz, rng, sr_bits)
 
 
-@tensor_entry('matmul', ('a', 'b', 'c'))
+def _matmul_on_device(*args, **kwargs):
+    """``matmul`` on a tensor device: the namespace-written tensor-core steps."""
+    from .tensorcore_device import device_matmul
+    return device_matmul(*args, **kwargs)
+
+
+@tensor_entry('matmul', ('a', 'b', 'c'), device_impl=_matmul_on_device)
 def matmul(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=None, *,
            alpha=1.0, beta=None, c=None, block=32, rounding="nearest_even", overflow=None,
            ftz=False, daz=False, rng=None, sr_bits=None):

@@ -37,6 +37,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.fparray": "arithmetic",
     "floatfmt.accumulate": "arithmetic",
     "floatfmt.tensorcore": "arithmetic",
+    "floatfmt.tensorcore_device": "arithmetic",
     # lab: quantisation, block scaling, loss scaling, training
     "floatfmt.scaling": "lab",
     "floatfmt.training": "lab",

@@ -228,7 +228,7 @@ def test_functions_without_device_code_refuse_instead_of_copying():
     x = torch.tensor([1.0, 2.0])
     with force_namespace():
         for name, call in ENTRIES.items():
-            if name in ("cast", "encode"):
+            if name in ("cast", "encode", "matmul"):  # these have device code
                 assert isinstance(call(x, x), torch.Tensor)
                 continue
             with pytest.raises(NotImplementedError, match=rf"floatfmt.{name} has no cpu implementation"):
@@ -248,3 +248,46 @@ def test_decode_takes_the_codes_encode_returns(namespace):
                 v = torch.nan_to_num(v, nan=0.0)
             codes = ff.encode(v, name, overflow=pol)
             check(ff.decode(codes, name), ff.cast(v.numpy(), name, overflow=pol))
+
+
+DEVICE_PRESETS = sorted(k for k, m in ff.tensorcore_models().items()
+                        if m.fmt != "int8" and m.c_entry == "aligned")
+
+
+@pytest.mark.parametrize("preset", DEVICE_PRESETS)
+def test_device_matmul_equals_numpy_every_preset(preset):
+    """The namespace-written tensor-core steps (what CUDA runs: tensorcore_device), forced
+    on CPU tensors, equal the numpy kernels bit for bit: batches, 1-D operands, K not a
+    multiple of L, zeros, values past the input format's range, Inf and NaN operands."""
+    fmt = ff.tensorcore_models()[preset].fmt
+    rng = np.random.default_rng(int.from_bytes(preset.encode(), "little") % 2 ** 32)
+    cases = []
+    for spread in (4, 20):
+        a = rng.standard_normal((2, 3, 70)) * np.exp2(rng.integers(-spread, spread, (2, 3, 70)))
+        b = rng.standard_normal((70, 5)) * np.exp2(rng.integers(-spread, spread, (70, 5)))
+        a[0, 0, :9], b[4] = 0.0, 0.0
+        cases.append((a, b))
+    a, b = cases[0]
+    a, b = a.copy(), b.copy()
+    a[1, 1, 7], b[9, 2], a[0, 2, 40] = np.inf, np.nan, -np.inf
+    cases += [(a, b), (a[0, 0], b), (a[1], b[:, 1])]
+    for a, b in cases:
+        for out_fmt in (None, "bf16"):
+            want = ff.matmul(a, b, fmt, model=preset, out_fmt=out_fmt)
+            with force_namespace():
+                got = ff.matmul(torch.from_numpy(a), torch.from_numpy(b), fmt, model=preset,
+                                out_fmt=out_fmt)
+            check(got, want)
+
+
+def test_device_matmul_refuses_what_it_lacks():
+    a, b = torch.ones(2, 3), torch.ones(3, 2)
+    with force_namespace():
+        for call, what in ((lambda: ff.matmul(a, b, "int8", model="h100"), "int8"),
+                           (lambda: ff.matmul(a, b, "fp8_e4m3", model="b200"), "c after"),
+                           (lambda: ff.matmul(a, b, "bf16", model="h100", c=a @ b), "epilogue"),
+                           (lambda: ff.matmul(a, b, "bf16"), "without a tensor-core model")):
+            with pytest.raises(NotImplementedError, match=what):
+                call()
+        with pytest.raises(ValueError, match="order="):
+            ff.matmul(a, b, "bf16", model="h100", order="pairwise")
