@@ -32,9 +32,15 @@ Stochastic rounding of a tensor always takes the namespace code (its random
 bits come from a ``torch.Generator`` on the tensor's device), on CPU as on CUDA.
 
 Autograd: ``cast`` and ``floatfmt.torch.fake_quant`` attach a straight-through
-gradient (see their docstrings).  The other functions listed above are **not
-differentiable**: their results are new tensors without a graph
-(``requires_grad`` False), whatever the inputs.
+gradient (see their docstrings); so do ``ff.fake_quant`` and
+``ff.quantize(x).dequantize()`` on tensors (the identity: the gradient of x passes
+unchanged).  The other functions listed above are **not differentiable**: their
+results are new tensors without a graph (``requires_grad`` False), whatever the
+inputs.
+
+Dataclass results (``ff.quantize``'s ``QuantizedTensor``) hold tensors in their
+array fields; their methods that compute (``dequantize``, ``codes``) go through
+``tensor_method``.
 
 Bad input is refused before any work, with the function's name: complex
 tensors, dtypes other than floating-point / integer / bool (TypeError); numpy
@@ -46,6 +52,7 @@ side explicitly); tensors on two devices, or on a device other than ``DEVICES``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import os
@@ -56,7 +63,8 @@ import numpy as np
 
 from ._xp import is_tensor, namespace
 
-__all__ = ["tensor_entry", "host_kernels", "force_namespace", "to_host", "from_host",
+__all__ = ["tensor_entry", "tensor_method", "fields_device", "STE_SOURCE",
+           "host_kernels", "force_namespace", "to_host", "from_host",
            "check_tensors", "host_kernels_device", "ENV_VAR", "DEVICES"]
 
 ENV_VAR = "FLOATFMT_TORCH_PATH"
@@ -163,6 +171,8 @@ def from_host(r: Any, device: Any) -> Any:
         return torch.tensor(float(r), dtype=torch.float64, device=device)
     if isinstance(r, (int, np.integer)):
         return torch.tensor(int(r), dtype=torch.int64, device=device)
+    if dataclasses.is_dataclass(r) and not isinstance(r, type):
+        return _map_fields(r, lambda v: from_host(v, device) if isinstance(v, np.ndarray) else v)
     if isinstance(r, np.ndarray):
         if r.dtype.kind == "f" and r.dtype.itemsize not in (2, 4, 8) or r.dtype.kind not in "fiub":
             r = r.astype(np.float64)  # e.g. an ml_dtypes array: exact in float64
@@ -177,6 +187,59 @@ def _torch() -> Any:
     return sys.modules["torch"]
 
 
+def _map_fields(obj: Any, fn: Callable[[Any], Any]) -> Any:
+    """A copy of the dataclass ``obj`` with ``fn`` applied to its public fields (private
+    ones, such as a cache, start empty; other attributes are not copied)."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        if not f.init:
+            continue
+        v = getattr(obj, f.name)
+        if f.name.startswith("_"):
+            if isinstance(v, dict):
+                changes[f.name] = {}
+            continue
+        changes[f.name] = fn(v)
+    return dataclasses.replace(obj, **changes)
+
+
+def fields_device(obj: Any) -> Any:
+    """The device of the first tensor among the public fields of the dataclass ``obj``
+    (a ``QuantizedTensor`` made from a tensor), or None when it holds no tensor."""
+    for f in dataclasses.fields(obj):
+        v: Any = getattr(obj, f.name, None)
+        if is_tensor(v):
+            return v.device
+    return None
+
+
+def tensor_method(obj: Any, name: str, *args: Any) -> Any:
+    """``obj.name(*args)`` for a dataclass holding tensors (see ``fields_device``): on a
+    CPU device the numpy method runs on a copy of ``obj`` whose fields are views of the
+    tensors, and its result comes back as a tensor; a torch dtype among ``args`` is
+    applied to the float64 result.  The result carries the straight-through gradient of
+    the tensor ``obj`` was made from (``STE_SOURCE``), when that one requires grad.
+    Other devices: NotImplementedError."""
+    device = fields_device(obj)
+    cls = type(obj).__name__
+    if not host_kernels_device(device):
+        raise _no_device_code(f"{cls}.{name}", device)
+    torch = _torch()
+    dtypes = [a for a in args if isinstance(a, torch.dtype)]
+    args = tuple(np.float64 if isinstance(a, torch.dtype) else a for a in args)
+    host = _map_fields(obj, to_host)
+    r = from_host(getattr(host, name)(*args), device)
+    if dtypes and is_tensor(r):
+        r = r.to(dtypes[0])
+    src = getattr(obj, STE_SOURCE, None)
+    if src is not None and is_tensor(r) and r.is_floating_point():
+        r = namespace(src).straight_through(src, r)
+    return r
+
+
+STE_SOURCE = "_ste_source"
+
+
 def _no_device_code(name: str, device: Any) -> NotImplementedError:
     return NotImplementedError(
         f"{name} has no {device.type} implementation yet: it runs on numpy arrays and CPU "
@@ -185,15 +248,21 @@ def _no_device_code(name: str, device: Any) -> NotImplementedError:
 
 
 def tensor_entry(name: str, operands: tuple[str, ...],
-                 device_impl: Callable[..., Any] | None = None) -> Callable[[F], F]:
+                 device_impl: Callable[..., Any] | None = None,
+                 ste: bool = False) -> Callable[[F], F]:
     """Decorator: make the numpy-path function take torch tensors (the rule above).
 
     ``operands``: the names of the parameters that may hold arrays.  A call without
     a tensor among them is passed straight through (one type test per operand).
     With a tensor: the operands are checked (``check_tensors``); CPU tensors are
     viewed as numpy arrays, the function runs, and its results come back as CPU
-    tensors (``from_host``); other devices (or CPU under ``force_namespace``) call
-    ``device_impl`` with the original arguments, or raise NotImplementedError.
+    tensors (``from_host``; a dataclass result gets its array fields as tensors);
+    other devices (or CPU under ``force_namespace``) call ``device_impl`` with the
+    original arguments, or raise NotImplementedError.
+
+    ``ste``: when the first operand is a tensor that requires grad, a tensor result
+    carries its identity straight-through gradient, and a dataclass result keeps it
+    (``STE_SOURCE``) for ``tensor_method`` (``quantize(x).dequantize()``).
     """
     def wrap(fn: F) -> F:
         params = list(inspect.signature(fn).parameters)
@@ -213,7 +282,14 @@ def tensor_entry(name: str, operands: tuple[str, ...],
                 args = tuple(to_host(a) if i in positions else a
                              for i, a in enumerate(args))
                 kwargs = {k: (to_host(v) if k in operands else v) for k, v in kwargs.items()}
-                return from_host(fn(*args, **kwargs), device)
+                r = from_host(fn(*args, **kwargs), device)
+                src = ops[0]
+                if ste and is_tensor(src) and src.requires_grad:
+                    if is_tensor(r) and r.is_floating_point():
+                        r = namespace(src).straight_through(src, r)
+                    elif dataclasses.is_dataclass(r):
+                        object.__setattr__(r, STE_SOURCE, src)
+                return r
             if device_impl is None:
                 raise _no_device_code(f"floatfmt.{name}", device)
             return device_impl(*args, **kwargs)

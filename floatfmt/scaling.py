@@ -39,6 +39,7 @@ from ._block_formats import (block_formats, close_block_formats, get_block_forma
                              is_block_format)
 from ._cast import cast
 from .codec import values_to_codes
+from .dispatch import fields_device, tensor_entry, tensor_method
 from .eft import exact_product, exact_quotient
 from .exact import fraction_rz, fraction_resid, to_exact, to_fraction
 from ._formats import Format, get_format
@@ -202,6 +203,11 @@ class QuantizedTensor:
         """Integer codes: the integers themselves for int formats (int8 / uint8 /
         int16 / int32 arrays as needed), bit patterns (uint8) for float elements
         and MXINT8 (its two's-complement byte)."""
+        if fields_device(self) is not None:
+            return tensor_method(self, "_codes_of")
+        return self._codes_of()
+
+    def _codes_of(self):
         if "codes" not in self._cache:
             fmt = self.element_format
             if self.fmt == "mxint8":
@@ -226,7 +232,10 @@ class QuantizedTensor:
         return np.take(rep, np.arange(n), axis=axis) if rep.shape[axis] != n else rep
 
     def dequantize(self, dtype=np.float64) -> np.ndarray:
-        """``(elements - zero_point) * scale`` as ``dtype`` (float64 holds it exactly)."""
+        """``(elements - zero_point) * scale`` as ``dtype`` (float64 holds it exactly).
+        Made from a tensor: a tensor on its device (``dispatch.tensor_method``)."""
+        if fields_device(self) is not None:
+            return tensor_method(self, "dequantize", dtype)
         if self.granularity == "block":
             out = _block_dequantize(self)
         else:
@@ -945,6 +954,7 @@ def _quantize_tiled(v, frac, sticky, narrow, f, granularity, group_size, block, 
 # ---------------------------------------------------------------------------------------------
 # the public entry
 
+@tensor_entry("quantize", ("x", "scale", "zero_point"), ste=True)
 def quantize(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=None,
              calibration="max", percentile=99.99, rounding="nearest_even", scale=None,
              zero_point=None, margin=0, pow2_scale=False, narrow_range=None,
@@ -1141,6 +1151,7 @@ _QUANTIZE_DEFAULTS = {k: v.default for k, v in __import__("inspect").signature(q
                       if v.kind is v.KEYWORD_ONLY}
 
 
+@tensor_entry("fake_quant", ("x",), ste=True)
 def fake_quant(x, fmt="int8", **options) -> np.ndarray:
     """Quantise then dequantise (the forward pass of quantisation-aware training);
     same options as ``quantize``.  Returns float64 (it holds every result exactly);

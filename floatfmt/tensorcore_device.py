@@ -44,10 +44,15 @@ from ._xp import namespace
 from .rounding import resolve_mode, resolve_overflow, round_values
 from .tensorcore import TF32_OPERANDS, TensorCoreModel, get_model
 
-__all__ = ["device_matmul", "TILE_TERMS"]
+__all__ = ["device_matmul", "tile_terms"]
 
 _ALIGNED = Format("aligned", kind="int", bits=53)  # the aligned terms, as integers
-TILE_TERMS = 1 << 24  # products (L x rows x N) formed at once
+
+
+def tile_terms(device: Any) -> int:
+    """Products (L x rows x N) formed at once: 2**26 on a GPU (few, large kernels; about
+    ten float64 temporaries of that size), 2**20 elsewhere (cache-sized)."""
+    return 1 << 26 if device.type == "cuda" else 1 << 20
 
 
 def _no(what: str, device: Any) -> NotImplementedError:
@@ -154,7 +159,7 @@ def device_matmul(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = 
     xK, yK = x.movedim(-1, 0), y.movedim(-2, 0)  # (K, ..., rows), (K, ..., cols)
     exK, eyK = _exponents(xK, in_fmt, t), _exponents(yK, in_fmt, t)
     per_row = max(1, math.prod(batch) * cols * min(m.L, max(K, 1)))
-    step = max(1, TILE_TERMS // per_row)
+    step = max(1, tile_terms(device) // per_row)
     acc_fmt_, ofmt = get_format(m.acc_fmt), m.output_format
     for r0 in range(0, rows, step):
         r1 = min(rows, r0 + step)
