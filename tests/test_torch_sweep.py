@@ -51,6 +51,9 @@ def test_every_float32_pattern_device_code_equals_numpy(name, mode):
         assert got.dtype == torch.from_numpy(np.asarray(want)).dtype
         bad += int(mismatches(got.numpy(), want).sum())
         total += x.size
+        if (start // step) % 64 == 63:  # progress, so a partial run can be reported
+            print(f"\nsweep {name} {mode}: {total} of {1 << 32} patterns so far, {bad} mismatches, "
+                  f"{time.perf_counter() - t0:.0f} s", flush=True)
     print(f"\nsweep {name} {mode}: {total} patterns, {bad} mismatches, "
           f"{time.perf_counter() - t0:.0f} s")
     assert total == 1 << 32 and bad == 0
