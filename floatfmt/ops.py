@@ -26,8 +26,10 @@ wrong number.
 Scalars in give Python floats out; arrays broadcast (numpy rules) and give
 float64 arrays whose values are in ``fmt``.  torch tensors give float64 tensors on
 their device (a 0-d tensor for 0-d operands), computed by the same numpy kernels
-on views of CPU tensors' memory; these results are not differentiable, and other
-devices raise NotImplementedError for now (``floatfmt.dispatch``).
+on views of CPU tensors' memory; these results are not differentiable.  On CUDA,
+``add sub mul fma neg abs minimum maximum`` run with torch ops on the device
+(``floatfmt.ops_device``, formats up to fp32, deterministic modes); the rest raises
+NotImplementedError for now (``floatfmt.dispatch``).
 
 >>> add(1.0, 0.0001, "fp16")
 1.0
@@ -57,6 +59,14 @@ __all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "
 
 
 # ---------------------------------------------------------------------------------------------
+def _on_device(name: str):
+    """The device implementation of ``name`` (``floatfmt.ops_device``), loaded on first use."""
+    def call(*args, **kwargs):
+        from . import ops_device
+        return getattr(ops_device, f"device_{name}")(*args, **kwargs)
+    return call
+
+
 @dataclass
 class _Ctx:
     """Resolved options of one call."""
@@ -233,7 +243,7 @@ _NO_OPTS = {"rounding": "nearest_even", "overflow": None, "ftz": False, "daz": F
 
 
 # ---------------------------------------------------------------------------------------------
-@tensor_entry('add', ('a', 'b'))
+@tensor_entry('add', ('a', 'b'), device_impl=_on_device('add'))
 def add(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
         sr_bits=None):
     """``a + b`` in ``fmt``: operands cast to ``fmt``, the exact sum rounded once.
@@ -422,7 +432,7 @@ def _add_values(x, y, ctx, opname):
     return ctx.round(t, cls)
 
 
-@tensor_entry('sub', ('a', 'b'))
+@tensor_entry('sub', ('a', 'b'), device_impl=_on_device('sub'))
 def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
         sr_bits=None):
     """``a - b`` in ``fmt`` (the exact difference rounded once).
@@ -434,7 +444,7 @@ def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     return _finish(*_run_fast(ctx, _sub_impl, _fast_sub, a, b))
 
 
-@tensor_entry('mul', ('a', 'b'))
+@tensor_entry('mul', ('a', 'b'), device_impl=_on_device('mul'))
 def mul(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
         sr_bits=None):
     """``a * b`` in ``fmt`` (the exact product rounded once; 0 * Inf is NaN).
@@ -503,7 +513,7 @@ def _sqrt_impl(ctx, a):
     return ctx.round(t, cls), sx
 
 
-@tensor_entry('fma', ('a', 'b', 'c'))
+@tensor_entry('fma', ('a', 'b', 'c'), device_impl=_on_device('fma'))
 def fma(a, b, c, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
         sr_bits=None):
     """Fused multiply-add ``a*b + c`` in ``fmt``: one rounding of the exact value.
@@ -541,7 +551,7 @@ def _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, fn, name):
     return _finish(ctx.round(t), sx)
 
 
-@tensor_entry('neg', ('a',))
+@tensor_entry('neg', ('a',), device_impl=_on_device('neg'))
 def neg(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
     """``-a`` in ``fmt`` (exact for signed float formats; int8 ``-(-128)`` follows the
     overflow policy).
@@ -552,7 +562,7 @@ def neg(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rn
     return _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, np.negative, "neg")
 
 
-@tensor_entry('abs', ('a',))
+@tensor_entry('abs', ('a',), device_impl=_on_device('abs'))
 def abs(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):  # noqa: A001
     """``|a|`` in ``fmt``.
 
@@ -577,7 +587,7 @@ def _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, is_min):
     return _finish(np.array(r, np.float64), sx and sy)
 
 
-@tensor_entry('minimum', ('a', 'b'))
+@tensor_entry('minimum', ('a', 'b'), device_impl=_on_device('minimum'))
 def minimum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
     """Elementwise minimum of ``a`` and ``b`` cast to ``fmt`` (IEEE 754-2019
     ``minimum``: NaN if either is NaN, and -0 < +0).
@@ -588,7 +598,7 @@ def minimum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=Fa
     return _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, True)
 
 
-@tensor_entry('maximum', ('a', 'b'))
+@tensor_entry('maximum', ('a', 'b'), device_impl=_on_device('maximum'))
 def maximum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
     """Elementwise maximum of ``a`` and ``b`` cast to ``fmt`` (NaN if either is NaN,
     +0 > -0).

@@ -34,6 +34,7 @@ LAYER_OF_PREFIX = {
     # arithmetic: error-free transformations, ops, arrays, accumulation, matrix units
     "floatfmt.eft": "arithmetic",
     "floatfmt.ops": "arithmetic",
+    "floatfmt.ops_device": "arithmetic",
     "floatfmt.fparray": "arithmetic",
     "floatfmt.accumulate": "arithmetic",
     "floatfmt.tensorcore": "arithmetic",

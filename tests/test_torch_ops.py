@@ -228,7 +228,7 @@ def test_functions_without_device_code_refuse_instead_of_copying():
     x = torch.tensor([1.0, 2.0])
     with force_namespace():
         for name, call in ENTRIES.items():
-            if name in ("cast", "encode", "matmul"):  # these have device code
+            if name in ("cast", "encode", "matmul", "add", "fma", "minimum"):  # device code
                 assert isinstance(call(x, x), torch.Tensor)
                 continue
             with pytest.raises(NotImplementedError, match=rf"floatfmt.{name} has no cpu implementation"):
@@ -291,3 +291,85 @@ def test_device_matmul_refuses_what_it_lacks():
                 call()
         with pytest.raises(ValueError, match="order="):
             ff.matmul(a, b, "bf16", model="h100", order="pairwise")
+
+
+DEVICE_OP_FORMATS = ["fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz",
+                     "fp6_e3m2", "fp4_e2m1", "int8", "uint8", "e8m0"]
+
+
+def device_data(name, n, seed):
+    """Values over (and past) the format's whole range, both signs, with exact zeros of
+    both signs, x and -x pairs (exact zero sums), and Inf / NaN where the format has them."""
+    f = ff.get_format(name)
+    rng = np.random.default_rng(seed)
+    if f.kind == "int":
+        x = rng.integers(int(f.min) - 20, int(f.max) + 20, n).astype(np.float64)
+        x[::7] += rng.random(x[::7].size)
+    else:
+        lo, hi = f.emin - f.mbits - 2, f.emax + 2
+        x = np.ldexp(rng.uniform(1, 2, n), rng.integers(lo, hi, n))
+        x *= np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    x[:6] = [0.0, -0.0, 0.0, -0.0, 1.0, -1.0]
+    if f.has_nan and f.kind == "float" and f.signed:
+        x[6:9] = [np.inf, -np.inf, np.nan]
+    if not f.signed:
+        x = np.abs(x)
+    return x
+
+
+@pytest.mark.parametrize("name", DEVICE_OP_FORMATS)
+def test_device_elementwise_ops_equal_numpy(name):
+    """The namespace-written arithmetic (what CUDA runs: ops_device), forced on CPU
+    tensors, equals the numpy kernels bit for bit: every deterministic mode, daz and
+    ftz, exact zero sums (signs), sums whose float64 value is inexact (remainder
+    classes), specials."""
+    f = ff.get_format(name)
+    a = device_data(name, 3000, 1)
+    b = device_data(name, 3000, 2)
+    b[:40] = -a[:40]  # exact zero sums
+    c = device_data(name, 3000, 3)
+    if not f.has_nan or f.kind == "int":  # no NaN to hold invalid results: keep them away
+        b = np.where(np.isinf(a) | np.isinf(b), 1.0, b)
+    ta, tb, tc = (torch.from_numpy(v) for v in (a, b, c))
+    calls = {
+        "add": lambda p, q, r, **k: ff.add(p, q, name, **k),
+        "sub": lambda p, q, r, **k: ff.sub(p, q, name, **k),
+        "mul": lambda p, q, r, **k: ff.mul(p, q, name, **k),
+        "fma": lambda p, q, r, **k: ff.fma(p, q, r, name, **k),
+        "neg": lambda p, q, r, **k: ff.neg(p, name, **k),
+        "abs": lambda p, q, r, **k: ff.abs(p, name, **k),
+        "minimum": lambda p, q, r, **k: ff.minimum(p, q, name, **k),
+        "maximum": lambda p, q, r, **k: ff.maximum(p, q, name, **k),
+    }
+    options = [dict(rounding=m) for m in DETERMINISTIC]
+    if f.kind == "float" and f.subnormals:
+        options += [dict(daz=True), dict(ftz=True, rounding="down")]
+    for op, call in calls.items():
+        if op in ("neg", "sub", "fma") and not f.signed:
+            continue  # negative results: NaN in unsigned formats, which raise on both paths
+        for kw in options:
+            try:
+                want = call(a, b, c, **kw)
+            except ValueError as err:  # an invalid result in a format without NaN
+                with force_namespace(), pytest.raises(ValueError, match=str(err)[:20]):
+                    call(ta, tb, tc, **kw)
+                continue
+            with force_namespace():
+                got = call(ta, tb, tc, **kw)
+            check(got, want)
+    with force_namespace():  # Python scalars beside tensors, broadcasting
+        check(ff.add(ta[:50, None], 1.0, name), ff.add(a[:50, None], 1.0, name))
+        check(ff.mul(ta[:50, None], tb[None, :60], name), ff.mul(a[:50, None], b[None, :60], name))
+
+
+def test_device_ops_refuse_what_they_lack():
+    x = torch.tensor([1.0, 2.0])
+    with force_namespace():
+        with pytest.raises(NotImplementedError, match="fp64"):
+            ff.add(x, x, "fp64")
+        with pytest.raises(NotImplementedError, match="stochastic"):
+            ff.mul(x, x, "bf16", "stochastic", rng=0)
+        with pytest.raises(NotImplementedError, match="floatfmt.div has no cpu implementation"):
+            ff.div(x, x, "bf16")
+        with pytest.raises(TypeError, match="numpy array mixed"):
+            ff.add(x, np.ones(2), "bf16")
