@@ -870,7 +870,7 @@ def explain(x, fmt=None, rounding="nearest_even", overflow=None, ftz=False, daz=
     >>> explain(-3, "int8").bits
     '11111101'
     """
-    scaling = sys.modules.get("floatfmt.scaling")  # no QuantizedTensor exists before it loads
+    scaling = sys.modules.get("floatfmt.quantized")  # no QuantizedTensor exists before it loads
     if scaling is not None and isinstance(x, scaling.QuantizedTensor):
         if fmt is not None:
             raise TypeError("explain(q) takes the format from the QuantizedTensor; do not pass fmt")
@@ -878,7 +878,7 @@ def explain(x, fmt=None, rounding="nearest_even", overflow=None, ftz=False, daz=
     if fmt is None:
         raise TypeError("explain(x, fmt) needs a format (or a QuantizedTensor as x)")
     if isinstance(fmt, str) and _block_format_name(fmt):
-        from .scaling import quantize
+        from .quantization import quantize
         return explain_block(quantize(x, fmt, rounding=rounding, rng=rng), block, x=x,
                              rounding=rounding)
     fmt = get_format(fmt)
@@ -891,8 +891,8 @@ def explain(x, fmt=None, rounding="nearest_even", overflow=None, ftz=False, daz=
 def _block_format_name(fmt: str) -> bool:
     """Whether ``fmt`` names a block-scaled format (MX or NVFP4)."""
     if not fmt.strip().lower().startswith(("mx", "nvfp")):
-        return False  # not a block format: do not load floatfmt.scaling
-    from .scaling import resolve_kind
+        return False  # not a block format: do not load the quantisation modules
+    from .quantized import resolve_kind
     return resolve_kind(fmt)[0] in ("mx", "nvfp4")  # unknown: ValueError naming block formats too
 
 
@@ -923,7 +923,8 @@ class BlockExplanation:
     _COLS = ("#", "x", "x / scale", "code", "bits", "element", "dequantised", "error", "note")
 
     def __init__(self, q, block=0, x=None, rounding="nearest_even"):
-        from .scaling import split_blocks, mx_emax
+        from .blockscale import mx_emax
+        from .quantized import split_blocks
 
         if q.granularity != "block":
             raise ValueError(f"explain_block needs a block-scaled QuantizedTensor (MX or nvfp4), "

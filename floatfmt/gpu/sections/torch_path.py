@@ -36,7 +36,8 @@ from ...dispatch import force_namespace
 from ..._formats import get_format
 from ...ops import add, fma
 from ...rounding import MODES, resolve_overflow
-from ...scaling import dequantize, quantize
+from ...quantization import quantize
+from ...quantized import dequantize
 from ...tensorcore import tensorcore_models
 from .context import Context
 
