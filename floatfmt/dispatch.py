@@ -1,8 +1,8 @@
 """Array type in = array type out: how torch tensors reach floatfmt's kernels.
 
 Every public function that takes arrays (``cast``, ``encode``, ``decode``, the
-arithmetic of ``ops``, ``sum`` / ``dot`` / ``matmul`` / ``mma``) returns the kind
-of array it was given: numpy in, numpy out; a ``torch.Tensor`` in, a tensor out
+arithmetic of ``ops``, ``sum`` / ``dot`` / ``matmul`` / ``mma``, ``quantize`` /
+``dequantize`` / ``fake_quant``) returns the kind of array it was given: numpy in, numpy out; a ``torch.Tensor`` in, a tensor out
 on the same device.  This module is the one place that decides how a tensor is
 computed.  It never imports torch (a tensor exists only once the user imported
 torch; the module is taken from ``sys.modules`` through ``floatfmt._xp``).
@@ -20,16 +20,28 @@ The rule, and why:
 * **Tensors on another device (CUDA)** run code written once over the array
   namespace (``floatfmt._xp``) with torch ops on that device: the rounding
   routine's general implementation (``cast``, ``encode``, ``decode`` and the
-  rounding inside ``floatfmt.torch.fake_quant``).  Functions that have no
-  device implementation yet raise ``NotImplementedError`` naming the function
-  and the device, never a silent copy to the host and back.
+  rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
+  (``floatfmt.ops_device``: ``add sub mul fma neg abs minimum maximum``, formats
+  up to fp32, deterministic modes) and ``matmul(..., model=...)``
+  (``floatfmt.tensorcore_device``).  Functions, formats or options that have no
+  device implementation yet (``div``, ``sqrt``, ``sum``, ``dot``, ``matmul``
+  without a model, ``mma``, ``quantize``, ``fake_quant``) raise
+  ``NotImplementedError`` naming the function and the device, never a silent
+  copy to the host and back.
 * The device code is proven equal to the numpy kernels on CPU tensors: inside
   ``force_namespace()`` (or with the environment variable
   ``FLOATFMT_TORCH_PATH=namespace``) CPU tensors take the namespace code too;
   tests/test_torch*.py compare both paths bit for bit.
 
-Stochastic rounding of a tensor always takes the namespace code (its random
-bits come from a ``torch.Generator`` on the tensor's device), on CPU as on CUDA.
+Result dtypes: as the numpy path gives them.  ``cast`` keeps a float32 / float16 /
+bfloat16 / float8 input dtype where it holds every value of the target format,
+else float64 (float64 in gives float64); the arithmetic, sums and products give
+float64; ``encode`` torch's unsigned integer dtype of the code width.
+
+Stochastic rounding: ``cast`` / ``encode`` of a tensor always take the namespace
+code (random bits from a ``torch.Generator`` on the tensor's device, or an int
+seed), on CPU as on CUDA.  The arithmetic on CPU tensors draws from numpy (an int
+seed or a numpy Generator, as for numpy arrays); on CUDA it is not implemented.
 
 Autograd: ``cast`` and ``floatfmt.torch.fake_quant`` attach a straight-through
 gradient (see their docstrings); so do ``ff.fake_quant`` and
