@@ -51,7 +51,8 @@ from . import eft
 from ._cast import round_exact
 from .dispatch import tensor_entry
 from .exact import holds, to_exact
-from ._formats import Format, get_format
+from ._formats import Format, FormatLike, get_format
+from ._types import Overflow, RngLike, Values
 from .rounding import make_rng, resolve_mode, resolve_overflow, round_values
 
 __all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "maximum",
@@ -244,8 +245,9 @@ _NO_OPTS = {"rounding": "nearest_even", "overflow": None, "ftz": False, "daz": F
 
 # ---------------------------------------------------------------------------------------------
 @tensor_entry('add', ('a', 'b'), device_impl=_on_device('add'))
-def add(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def add(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """``a + b`` in ``fmt``: operands cast to ``fmt``, the exact sum rounded once.
 
     >>> add(1.0, 0.0001, "fp16"), add(1.0, 0.0001, "fp32")
@@ -433,8 +435,9 @@ def _add_values(x, y, ctx, opname):
 
 
 @tensor_entry('sub', ('a', 'b'), device_impl=_on_device('sub'))
-def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def sub(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """``a - b`` in ``fmt`` (the exact difference rounded once).
 
     >>> sub(1.0, 2**-12, "fp16"), sub(1.0, 2**-12, "fp16", rounding="down")
@@ -445,8 +448,9 @@ def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
 
 
 @tensor_entry('mul', ('a', 'b'), device_impl=_on_device('mul'))
-def mul(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def mul(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """``a * b`` in ``fmt`` (the exact product rounded once; 0 * Inf is NaN).
 
     >>> mul(0.1, 0.1, "bf16"), mul(300.0, 300.0, "fp16")
@@ -469,8 +473,9 @@ def _mul_values(x, y, ctx):
 
 
 @tensor_entry('div', ('a', 'b'))
-def div(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def div(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """``a / b`` in ``fmt``, correctly rounded in every mode.
 
     The float64 quotient and the exact sign of its residual ``a - q*b``
@@ -494,8 +499,8 @@ def _div_impl(ctx, a, b):
 
 
 @tensor_entry('sqrt', ('a',))
-def sqrt(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-         sr_bits=None):
+def sqrt(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
+         ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None) -> Values:
     """Square root in ``fmt``, correctly rounded in every mode; sqrt(-0) = -0,
     sqrt of a negative number is NaN.
 
@@ -514,8 +519,9 @@ def _sqrt_impl(ctx, a):
 
 
 @tensor_entry('fma', ('a', 'b', 'c'), device_impl=_on_device('fma'))
-def fma(a, b, c, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def fma(a: Values, b: Values, c: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """Fused multiply-add ``a*b + c`` in ``fmt``: one rounding of the exact value.
 
     >>> a, b = 1 + 2**-10, 1 - 2**-10            # a*b = 1 - 2**-20, not an fp16 value
@@ -552,7 +558,8 @@ def _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, fn, name):
 
 
 @tensor_entry('neg', ('a',), device_impl=_on_device('neg'))
-def neg(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
+def neg(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
+        ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """``-a`` in ``fmt`` (exact for signed float formats; int8 ``-(-128)`` follows the
     overflow policy).
 
@@ -563,7 +570,8 @@ def neg(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rn
 
 
 @tensor_entry('abs', ('a',), device_impl=_on_device('abs'))
-def abs(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):  # noqa: A001
+def abs(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,  # noqa: A001
+        ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """``|a|`` in ``fmt``.
 
     >>> abs(-0.1, "fp16")
@@ -588,7 +596,8 @@ def _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, is_min):
 
 
 @tensor_entry('minimum', ('a', 'b'), device_impl=_on_device('minimum'))
-def minimum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
+def minimum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+            overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """Elementwise minimum of ``a`` and ``b`` cast to ``fmt`` (IEEE 754-2019
     ``minimum``: NaN if either is NaN, and -0 < +0).
 
@@ -599,7 +608,8 @@ def minimum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=Fa
 
 
 @tensor_entry('maximum', ('a', 'b'), device_impl=_on_device('maximum'))
-def maximum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
+def maximum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+            overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """Elementwise maximum of ``a`` and ``b`` cast to ``fmt`` (NaN if either is NaN,
     +0 > -0).
 
