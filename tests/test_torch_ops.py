@@ -106,8 +106,8 @@ def test_fp64_ops_take_the_exact_paths():
 def test_zero_dimensional_tensors_give_zero_dimensional_tensors():
     r = ff.add(torch.tensor(1.0), torch.tensor(2.0 ** -12), "fp16")
     assert isinstance(r, torch.Tensor) and r.shape == () and float(r) == 1.0
-    s = ff.sum(torch.full((10000,), 0.0001), "fp16")
-    assert s.shape == () and float(s) == ff.sum([0.0001] * 10000, "fp16") == 0.25
+    s = ff.sum(torch.full((4000,), 0.0001), "fp16")  # fp16 stops growing at 0.25
+    assert s.shape == () and float(s) == ff.sum([0.0001] * 4000, "fp16") == 0.25
 
 
 @pytest.mark.parametrize("order", ORDERS)
