@@ -27,9 +27,9 @@ Scalars in give Python floats out; arrays broadcast (numpy rules) and give
 float64 arrays whose values are in ``fmt``.  torch tensors give float64 tensors on
 their device (a 0-d tensor for 0-d operands), computed by the same numpy kernels
 on views of CPU tensors' memory; these results are not differentiable.  On CUDA,
-``add sub mul fma neg abs minimum maximum`` run with torch ops on the device
-(``floatfmt.ops_device``, formats up to fp32, deterministic modes); the rest raises
-NotImplementedError for now (``floatfmt.dispatch``).
+all of them run with torch ops on the device (``floatfmt.ops_device``, formats up
+to fp32, deterministic modes); the rest raises NotImplementedError for now
+(``floatfmt.dispatch``).
 
 >>> add(1.0, 0.0001, "fp16")
 1.0
@@ -472,7 +472,7 @@ def _mul_values(x, y, ctx):
     return ctx.round(t, cls)
 
 
-@tensor_entry('div', ('a', 'b'))
+@tensor_entry('div', ('a', 'b'), device_impl=_on_device('div'))
 def div(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -498,7 +498,7 @@ def _div_impl(ctx, a, b):
     return ctx.round(t, cls), sx and sy
 
 
-@tensor_entry('sqrt', ('a',))
+@tensor_entry('sqrt', ('a',), device_impl=_on_device('sqrt'))
 def sqrt(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
          ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None) -> Values:
     """Square root in ``fmt``, correctly rounded in every mode; sqrt(-0) = -0,

@@ -1,6 +1,6 @@
 """The arithmetic of ``floatfmt.ops`` on tensors of any device (CUDA): ``add``, ``sub``,
-``mul``, ``fma``, ``neg``, ``abs``, ``minimum``, ``maximum``, written over the array
-namespace (torch ops on the tensor's device; torch is never imported here).
+``mul``, ``fma``, ``div``, ``sqrt``, ``neg``, ``abs``, ``minimum``, ``maximum``, written
+over the array namespace (torch ops on the tensor's device; torch is never imported here).
 
 ``floatfmt.dispatch`` calls these for tensors that are not computed by the numpy
 kernels (CUDA tensors, or CPU tensors under ``force_namespace``, which the tests
@@ -15,13 +15,16 @@ rounded once by the one rounding routine:
   s + e is handed to the routine as the float64 truncated toward zero plus its
   remainder class (``rounding.round_values``' ``sticky``), as
   ``floatfmt.eft.to_sticky`` does on numpy;
+* a quotient q = fl(x / y) or root q = fl(sqrt(x)) has an exact residual
+  (x - q y, x - q q: Dekker's TwoProd) whose sign says on which side of q the exact
+  value lies; it is never a float64 midpoint, so t and the class follow
+  (``floatfmt.eft.exact_quotient`` / ``exact_sqrt`` on numpy);
 * IEEE zero signs: an exact zero sum is +0, except -0 for (-0) + (-0), or in mode
   ``down`` for any exact zero but (+0) + (+0).
 
 Limits (each raises NotImplementedError naming the function and the device, never a
 host copy): formats whose products do not fit float64 (fp64, wide custom formats),
-stochastic rounding (its exact remainder is not carried on tensors), and ``div`` /
-``sqrt`` (their exact remainders are not written over the namespace yet).  Python
+and stochastic rounding (its exact remainder is not carried on tensors).  Python
 scalars mix with tensors as in the numpy path; results are float64 tensors on the
 operands' device, not differentiable.
 """
@@ -38,8 +41,8 @@ from .dispatch import check_tensors
 from .eft import product_is_exact
 from .rounding import resolve_mode, resolve_overflow, round_values
 
-__all__ = ["device_add", "device_sub", "device_mul", "device_fma", "device_neg",
-           "device_abs", "device_minimum", "device_maximum"]
+__all__ = ["quotient_sticky", "root_sticky", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
+           "device_sqrt", "device_neg", "device_abs", "device_minimum", "device_maximum"]
 
 
 class _Options:
@@ -180,6 +183,98 @@ def device_fma(a: Any, b: Any, cc: Any, fmt: Any, rounding: Any = "nearest_even"
     x, y, z = t.broadcast_tensors(c.operand(a), c.operand(b), c.operand(cc))
     # the float64 product is exact (a zero one with IEEE's sign; Inf * 0 is NaN)
     return _sum_rounded(c, x * y, z, "fma")
+
+
+_SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitter
+
+
+def _two_prod_error(a: Any, b: Any, p: Any) -> Any:
+    """The exact error a * b - p of p = fl(a * b) (Dekker, Veltkamp's split; exact for
+    the magnitudes of formats up to fp32 and their quotients and roots)."""
+    def split(v: Any) -> tuple[Any, Any]:
+        c = _SPLITTER * v
+        hi = c - (c - v)
+        return hi, v - hi
+    ah, al = split(a)
+    bh, bl = split(b)
+    return ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _placed(q: Any, side: Any, inexact: Any, t: Any) -> tuple[Any, Any]:
+    """(t, class) from a float64 result q and the side of it where the exact value lies
+    (``side`` > 0: beyond q, away from zero): beyond, t = q and class 1; short, t is the
+    next float64 toward zero and class 3 (a quotient or root of float64 numbers is never
+    a float64 midpoint, so these are the only classes)."""
+    zero = t.zeros((), dtype=q.dtype, device=q.device)
+    beyond = side > 0
+    v = t.where(inexact & ~beyond, t.nextafter(q, zero), q)
+    cls = t.where(inexact, t.where(beyond, 1, 3), 0).to(t.uint8)
+    return v, cls
+
+
+def quotient_sticky(x: Any, y: Any) -> tuple[Any, Any]:
+    """Exact x / y of float64 tensors as (t, class), t truncated toward zero (as
+    ``eft.exact_quotient``, for |x|, |y|, |x / y| within 2**-900 .. 2**900): q = fl(x / y)
+    and the sign of the exact residual x - q y (TwoProd) place the quotient."""
+    t = namespace(x).t
+    q = x / y
+    ok = t.isfinite(q) & (q != 0) & t.isfinite(x) & t.isfinite(y)
+    zero = t.zeros((), dtype=q.dtype, device=q.device)
+    qs, ys = t.where(ok, q, zero), t.where(ok, y, zero)
+    p = qs * ys
+    r = (t.where(ok, x, zero) - p) - _two_prod_error(qs, ys, p)
+    return _placed(q, t.sign(r) * t.sign(y) * t.sign(q), ok & (r != 0), t)
+
+
+def root_sticky(x: Any) -> tuple[Any, Any]:
+    """Exact sqrt(x) of a float64 tensor as (t, class) (as ``eft.exact_sqrt``, for x
+    within 2**-900 .. 2**900): t is the largest float64 with t * t <= x, found from
+    q = sqrt(x) and its neighbours by the sign of the exact residual x - t t (TwoProd),
+    so that a device sqrt off by one ulp (torch's CPU float64 sqrt is, for some inputs)
+    changes nothing; the class is 3 where the residual exceeds t * ulp(t) (the root is
+    past the midpoint t + ulp / 2), else 1 (a root is never a midpoint), 0 where exact."""
+    t = namespace(x).t
+    ok = t.isfinite(x) & (x > 0)
+    zero = t.zeros((), dtype=x.dtype, device=x.device)
+    inf = t.full((), math.inf, dtype=x.dtype, device=x.device)
+    xs = t.where(ok, x, zero)
+
+    def resid(v: Any) -> Any:
+        p = v * v
+        return (xs - p) - _two_prod_error(v, v, p)
+
+    q = t.sqrt(xs)
+    r = resid(q)
+    low = t.where(r < 0, t.nextafter(q, zero), q)  # at most one ulp below the root
+    up = t.nextafter(low, inf)
+    r_up = resid(up)
+    tt = t.where(r_up >= 0, up, low)
+    rt = t.where(r_up >= 0, r_up, resid(low))
+    ulp = t.nextafter(tt, inf) - tt
+    cls = t.where(ok & (rt != 0), t.where(rt > tt * ulp, 3, 1), 0).to(t.uint8)
+    return t.where(ok, tt, t.sqrt(x)), cls
+
+
+def device_div(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+               ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
+    """``ff.div`` on the device (``quotient_sticky``); x / 0 is a signed Inf, 0 / 0 and
+    Inf / Inf NaN."""
+    c = _Call("div", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    x, y = c.t.broadcast_tensors(c.operand(a), c.operand(b))
+    v, cls = quotient_sticky(x, y)
+    c.finish(v, "div")
+    return c.round(v, cls)
+
+
+def device_sqrt(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+                ftz: Any = False, daz: Any = False, rng: Any = None, *,
+                sr_bits: Any = None) -> Any:
+    """``ff.sqrt`` on the device (``root_sticky``); sqrt(-0) = -0, the root of a
+    negative number is NaN."""
+    c = _Call("sqrt", [a], fmt, rounding, overflow, ftz, daz, sr_bits)
+    v, cls = root_sticky(c.operand(a))
+    c.finish(v, "sqrt")
+    return c.round(v, cls)
 
 
 def _unary(name: str, a: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any, daz: Any,

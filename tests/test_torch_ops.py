@@ -228,7 +228,7 @@ def test_functions_without_device_code_refuse_instead_of_copying():
     x = torch.tensor([1.0, 2.0])
     with force_namespace():
         for name, call in ENTRIES.items():
-            if name in ("cast", "encode", "matmul", "add", "fma", "minimum"):  # device code
+            if name in ("cast", "encode", "matmul", "add", "fma", "minimum", "sqrt"):  # device code
                 assert isinstance(call(x, x), torch.Tensor)
                 continue
             with pytest.raises(NotImplementedError, match=rf"floatfmt.{name} has no cpu implementation"):
@@ -321,8 +321,8 @@ def device_data(name, n, seed):
 def test_device_elementwise_ops_equal_numpy(name):
     """The namespace-written arithmetic (what CUDA runs: ops_device), forced on CPU
     tensors, equals the numpy kernels bit for bit: every deterministic mode, daz and
-    ftz, exact zero sums (signs), sums whose float64 value is inexact (remainder
-    classes), specials."""
+    ftz, exact zero sums (signs), sums, quotients and roots whose float64 value is
+    inexact (truncated value and remainder), x / 0, 0 / 0, roots of negatives, specials."""
     f = ff.get_format(name)
     a = device_data(name, 3000, 1)
     b = device_data(name, 3000, 2)
@@ -336,6 +336,8 @@ def test_device_elementwise_ops_equal_numpy(name):
         "sub": lambda p, q, r, **k: ff.sub(p, q, name, **k),
         "mul": lambda p, q, r, **k: ff.mul(p, q, name, **k),
         "fma": lambda p, q, r, **k: ff.fma(p, q, r, name, **k),
+        "div": lambda p, q, r, **k: ff.div(p, q, name, **k),
+        "sqrt": lambda p, q, r, **k: ff.sqrt(p, name, **k),
         "neg": lambda p, q, r, **k: ff.neg(p, name, **k),
         "abs": lambda p, q, r, **k: ff.abs(p, name, **k),
         "minimum": lambda p, q, r, **k: ff.minimum(p, q, name, **k),
@@ -369,7 +371,27 @@ def test_device_ops_refuse_what_they_lack():
             ff.add(x, x, "fp64")
         with pytest.raises(NotImplementedError, match="stochastic"):
             ff.mul(x, x, "bf16", "stochastic", rng=0)
-        with pytest.raises(NotImplementedError, match="floatfmt.div has no cpu implementation"):
-            ff.div(x, x, "bf16")
+        with pytest.raises(NotImplementedError, match="floatfmt.sum has no cpu implementation"):
+            ff.sum(x, "bf16")
         with pytest.raises(TypeError, match="numpy array mixed"):
             ff.add(x, np.ones(2), "bf16")
+
+
+def test_device_quotient_and_root_remainders_equal_eft():
+    """For formats up to fp32 a quotient or root is never within half a float64 ulp of
+    a grid point or midpoint unless exact (53 >= 2p + 2), so which side of q the exact
+    value lies on cannot change their results; the device helpers are checked on full
+    float64 operands instead, against floatfmt.eft (t and remainder class)."""
+    from floatfmt import eft, ops_device
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(20000) * np.exp2(rng.integers(-300, 300, 20000))
+    y = rng.standard_normal(20000) * np.exp2(rng.integers(-300, 300, 20000))
+    x[:4], y[:4] = [0.0, 1.0, -0.0, 6.0], [1.0, 0.0, 0.0, 3.0]
+    t, c = ops_device.quotient_sticky(torch.from_numpy(x), torch.from_numpy(y))
+    tw, cw = eft.exact_quotient(x, y)
+    assert not mismatches(t.numpy(), tw).any() and np.array_equal(c.numpy(), cw)
+    ax = np.abs(x)
+    t, c = ops_device.root_sticky(torch.from_numpy(ax))
+    tw, cw = eft.exact_sqrt(ax)
+    assert not mismatches(t.numpy(), tw).any() and np.array_equal(c.numpy(), cw)
+    assert (cw == 1).any() and (cw == 3).any()  # both sides occur
