@@ -5,10 +5,11 @@ The other sections compare what the *GPU's kernels* do with floatfmt's predictio
 this one checks floatfmt itself running on the GPU: ``ff.cast`` / ``encode`` /
 ``decode`` / ``floatfmt.torch.fake_quant`` on CUDA tensors (the rounding routine
 written over the array namespace, with torch ops on the device) must give the bits
-the numpy kernels give on the same CPU tensors.  Functions that have no device code
-yet (arithmetic, sums, ``matmul(model=...)``, ``quantize``) are called too: each is
-recorded as ``not_implemented`` with the error's message (floatfmt refuses rather
-than copying to the host), or compared when a later version computes it.
+the numpy kernels give on the same CPU tensors.  The other entry points are called
+too: the arithmetic and ``matmul(model=...)`` (every preset) run on the
+device and are compared; those without device code yet (``sum``, ``quantize``, the
+int8 and B200 FP8 presets) are recorded as ``not_implemented`` with the error's
+message (floatfmt refuses rather than copying to the host).
 
 Timings (issue 11 item 10): ``ff.cast`` to bf16 (RNE) on the device against the
 numpy path per element (target: at least 100x), and a 4096^3 bf16 GEMM under
@@ -34,7 +35,7 @@ from ...accumulate import matmul, sum as acc_sum
 from ...codec import decode, encode
 from ...dispatch import force_namespace
 from ..._formats import get_format
-from ...ops import add, fma
+from ...ops import add, div, fma, sqrt
 from ...rounding import MODES, resolve_overflow
 from ...quantization import quantize
 from ...quantized import dequantize
@@ -210,6 +211,8 @@ class _Run:
         calls: dict[str, Callable[[Any, Any], Any]] = {
             "ops.add": lambda p, q: add(p, p, "bf16"),
             "ops.fma": lambda p, q: fma(p, p, p, "fp16"),
+            "ops.div": lambda p, q: div(p, p.flip(-1), "bf16", "toward_zero"),
+            "ops.sqrt": lambda p, q: sqrt(p.abs(), "fp32", "up"),
             "sum": lambda p, q: acc_sum(p, "bf16", acc_fmt="fp32"),
         }
         for preset, m in sorted(tensorcore_models().items()):
