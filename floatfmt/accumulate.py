@@ -483,7 +483,13 @@ def _prep_pair(a, b, ictx, kind):
     return x, y
 
 
-@tensor_entry('dot', ('a', 'b', 'c'))
+def _dot_on_device(*args, **kwargs):
+    """``dot`` on a tensor device: each dot product as a 1 x K by K x 1 ``matmul``."""
+    from .tensorcore_device import device_dot
+    return device_dot(*args, **kwargs)
+
+
+@tensor_entry('dot', ('a', 'b', 'c'), device_impl=_dot_on_device)
 def dot(a: Values, b: Values, fmt: FormatLike, acc_fmt: FormatLike | None = "fp32", order: str = "sequential",
         out_fmt: FormatLike | None = None, model: str | TensorCoreModel | None = None, *, alpha: float = 1.0,
         beta: float | None = None, c: Values = None, block: int = 32, rounding: str = "nearest_even",
@@ -510,6 +516,7 @@ def _matmul_on_device(*args, **kwargs):
     """``matmul`` on a tensor device: the namespace-written tensor-core steps."""
     from .tensorcore_device import device_matmul
     return device_matmul(*args, **kwargs)
+
 
 
 @tensor_entry('matmul', ('a', 'b', 'c'), device_impl=_matmul_on_device)

@@ -1,4 +1,4 @@
-"""``matmul(..., model=...)`` on tensors of any device: the tensor-core steps of
+"""``matmul(..., model=...)`` and ``dot(..., model=...)`` on tensors of any device: the tensor-core steps of
 ``floatfmt.tensorcore`` written over the array namespace (torch ops on the tensor's
 device; torch is never imported here).
 
@@ -44,7 +44,7 @@ from ._xp import namespace
 from .rounding import resolve_mode, resolve_overflow, round_values
 from .tensorcore import TF32_OPERANDS, TensorCoreModel, get_model
 
-__all__ = ["device_matmul", "tile_terms"]
+__all__ = ["device_matmul", "device_dot", "tile_terms"]
 
 _ALIGNED = Format("aligned", kind="int", bits=53)  # the aligned terms, as integers
 
@@ -179,3 +179,19 @@ def device_matmul(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = 
         f = get_format(out_fmt)
         out = round_values(out, f, mode, resolve_overflow(overflow, f), ftz=bool(ftz))
     return out
+
+
+def device_dot(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = "sequential",
+               out_fmt: Any = None, model: Any = None, **options: Any) -> Any:
+    """``ff.dot`` with a tensor-core ``model`` on tensors of one device: the dot product
+    over the last axis (leading axes broadcast) is the 1 x K by K x 1 matrix product of
+    ``device_matmul`` (the same fused steps along K)."""
+    if model is None:
+        raise _no("dot without a tensor-core model (the accumulation orders)", a.device)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("dot needs arrays, not scalars")
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"dot: last axes differ ({a.shape[-1]} and {b.shape[-1]})")
+    r = device_matmul(a.unsqueeze(-2), b.unsqueeze(-1), fmt, acc_fmt, order, out_fmt, model,
+                      **options)
+    return r[..., 0, 0]

@@ -231,6 +231,10 @@ def test_functions_without_device_code_refuse_instead_of_copying():
             if name in ("cast", "encode", "matmul", "add", "fma", "minimum", "sqrt"):  # device code
                 assert isinstance(call(x, x), torch.Tensor)
                 continue
+            if name == "dot":  # on the device with a tensor-core model only
+                with pytest.raises(NotImplementedError, match="dot without a tensor-core model"):
+                    call(x, x)
+                continue
             with pytest.raises(NotImplementedError, match=rf"floatfmt.{name} has no cpu implementation"):
                 call(x, x)
 
@@ -278,6 +282,11 @@ def test_device_matmul_equals_numpy_every_preset(preset):
                 got = ff.matmul(torch.from_numpy(a), torch.from_numpy(b), fmt, model=preset,
                                 out_fmt=out_fmt)
             check(got, want)
+    for a, b in ((cases[2][0], cases[2][0][:, ::-1]), (cases[2][0][0, 0], cases[1][1][:, 0])):
+        want = ff.dot(a, b, fmt, model=preset)  # batches broadcast; 1-D gives 0-d
+        with force_namespace():
+            got = ff.dot(torch.from_numpy(a.copy()), torch.from_numpy(b.copy()), fmt, model=preset)
+        check(got, want)
 
 
 def test_device_matmul_refuses_what_it_lacks():
