@@ -267,7 +267,13 @@ def _final(r, order, actx, octx, scalar):
     return float(r) if scalar else r
 
 
-@tensor_entry('sum', ('x',))
+def _sum_on_device(*args, **kwargs):
+    """``sum`` on a tensor device (sequential and pairwise orders: ``ops_device``)."""
+    from .ops_device import device_sum
+    return device_sum(*args, **kwargs)
+
+
+@tensor_entry('sum', ('x',), device_impl=_sum_on_device)
 def sum(x: Values, fmt: FormatLike, acc_fmt: FormatLike | None = None, order: str = "sequential",  # noqa: A001
         axis: int | None = None, *, block: int = 32, out_fmt: FormatLike | None = None,
         rounding: str = "nearest_even", overflow: Overflow = None, ftz: bool = False,

@@ -21,11 +21,12 @@ The rule, and why:
   namespace (``floatfmt._xp``) with torch ops on that device: the rounding
   routine's general implementation (``cast``, ``encode``, ``decode`` and the
   rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
-  (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``,
-  formats up to fp32, deterministic modes) and ``matmul(..., model=...)``
+  (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``
+  and ``sum`` in the sequential and pairwise orders, formats up to fp32,
+  deterministic modes) and ``matmul`` / ``dot`` with a tensor-core ``model``
   (``floatfmt.tensorcore_device``).  Functions, formats or options that have no
-  device implementation yet (``sum``, ``dot``, ``matmul`` without a model,
-  ``mma``, ``quantize``, ``fake_quant``, fp64 arithmetic) raise
+  device implementation yet (the other ``sum`` orders, ``dot`` / ``matmul``
+  without a model, ``mma``, ``quantize``, ``fake_quant``, fp64 arithmetic) raise
   ``NotImplementedError`` naming the function and the device, never a silent
   copy to the host and back.
 * The device code is proven equal to the numpy kernels on CPU tensors: inside

@@ -41,7 +41,7 @@ from .dispatch import check_tensors
 from .eft import product_is_exact
 from .rounding import resolve_mode, resolve_overflow, round_values
 
-__all__ = ["quotient_sticky", "root_sticky", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
+__all__ = ["quotient_sticky", "root_sticky", "device_sum", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
            "device_sqrt", "device_neg", "device_abs", "device_minimum", "device_maximum"]
 
 
@@ -322,3 +322,49 @@ def device_maximum(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even",
                    rng: Any = None) -> Any:
     """``ff.maximum`` on the device (NaN wins, +0 > -0)."""
     return _minmax("maximum", a, b, fmt, rounding, overflow, ftz, daz, False)
+
+
+def device_sum(x: Any, fmt: Any, acc_fmt: Any = None, order: str = "sequential",
+               axis: Any = None, *, block: int = 32, out_fmt: Any = None,
+               rounding: Any = "nearest_even", overflow: Any = None, ftz: Any = False,
+               daz: Any = False, rng: Any = None, sr_bits: Any = None) -> Any:
+    """``ff.sum`` on the device for the orders ``sequential`` and ``pairwise`` (the rules
+    of ``floatfmt.accumulate``): the terms are cast to ``fmt``, every accumulation step
+    is the exact sum rounded once to ``acc_fmt`` (default ``fmt``), then one rounding to
+    ``out_fmt`` when given.  Other orders raise NotImplementedError."""
+    if order not in ("sequential", "pairwise"):
+        raise NotImplementedError(f"floatfmt.sum on {x.device}: order={order!r} is not "
+                                  "implemented on the device yet (numpy arrays and CPU tensors "
+                                  "support it)")
+    c = _Call("sum", [x], fmt, rounding, overflow, ftz, daz, sr_bits)
+    acc = _Call("sum", [x], acc_fmt if acc_fmt is not None else fmt, rounding, overflow, ftz,
+                daz, sr_bits)
+    v = c.operand(x)
+    if axis is None:
+        T = v.reshape(-1, 1)
+    else:
+        if v.ndim == 0:
+            raise ValueError("axis given for a scalar input")
+        if not isinstance(axis, int) or isinstance(axis, bool):
+            raise TypeError(f"sum: axis must be an int or None, not {type(axis).__name__}")
+        if not -v.ndim <= axis < v.ndim:
+            raise ValueError(f"sum: axis {axis} is out of range for a {v.ndim}-dimensional input")
+        T = v.movedim(axis, 0)
+    if T.shape[0] == 0:
+        r = c.t.zeros(T.shape[1:], dtype=c.t.float64, device=T.device)
+    elif order == "sequential":
+        r = acc.round(T[0])
+        for k in range(1, T.shape[0]):
+            r = _sum_rounded(acc, r, T[k], "accumulation")
+    else:
+        if T.shape[0] == 1:
+            T = acc.round(T)
+        while T.shape[0] > 1:
+            n, m = T.shape[0], T.shape[0] // 2
+            pair = _sum_rounded(acc, T[0:2 * m:2], T[1:2 * m:2], "accumulation")
+            T = c.t.cat([pair, T[2 * m:]], 0) if n % 2 else pair
+        r = T[0]
+    if out_fmt is not None:
+        o = _Call("sum", [x], out_fmt, rounding, overflow, ftz, daz, sr_bits)
+        r = o.round(r)
+    return r.reshape(()) if axis is None else r

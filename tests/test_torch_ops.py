@@ -228,7 +228,7 @@ def test_functions_without_device_code_refuse_instead_of_copying():
     x = torch.tensor([1.0, 2.0])
     with force_namespace():
         for name, call in ENTRIES.items():
-            if name in ("cast", "encode", "matmul", "add", "fma", "minimum", "sqrt"):  # device code
+            if name in ("cast", "encode", "matmul", "add", "fma", "minimum", "sqrt", "sum"):
                 assert isinstance(call(x, x), torch.Tensor)
                 continue
             if name == "dot":  # on the device with a tensor-core model only
@@ -380,8 +380,8 @@ def test_device_ops_refuse_what_they_lack():
             ff.add(x, x, "fp64")
         with pytest.raises(NotImplementedError, match="stochastic"):
             ff.mul(x, x, "bf16", "stochastic", rng=0)
-        with pytest.raises(NotImplementedError, match="floatfmt.sum has no cpu implementation"):
-            ff.sum(x, "bf16")
+        with pytest.raises(NotImplementedError, match="order='kahan' is not implemented"):
+            ff.sum(x, "bf16", order="kahan")
         with pytest.raises(TypeError, match="numpy array mixed"):
             ff.add(x, np.ones(2), "bf16")
 
@@ -404,3 +404,26 @@ def test_device_quotient_and_root_remainders_equal_eft():
     tw, cw = eft.exact_sqrt(ax)
     assert not mismatches(t.numpy(), tw).any() and np.array_equal(c.numpy(), cw)
     assert (cw == 1).any() and (cw == 3).any()  # both sides occur
+
+
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
+def test_device_sum_equals_numpy(order):
+    """sum on the device (ops_device.device_sum), forced on CPU tensors: every axis,
+    accumulator and output formats, directed modes (zero signs of cancellations), the
+    fp16 stagnation of 0.0001 at 0.25."""
+    x = data((37, 6), 20, spread=10, specials=False)
+    x[:, 0] = np.where(np.arange(37) % 2, 1.5, -1.5)  # exact cancellations
+    t = torch.from_numpy(x)
+    for fmt, acc, out in (("bf16", "fp32", None), ("fp16", "fp16", "bf16"), ("fp8_e4m3", "bf16", None),
+                          ("fp32", "fp32", None), ("int8", "int8", None)):
+        for mode in ("nearest_even", "down", "toward_zero", "up"):
+            for axis in (None, 0, 1, -1):
+                want = ff.sum(x, fmt, acc, order, axis, out_fmt=out, rounding=mode,
+                              overflow="saturate" if fmt == "int8" else None)
+                with force_namespace():
+                    got = ff.sum(t, fmt, acc, order, axis, out_fmt=out, rounding=mode,
+                                 overflow="saturate" if fmt == "int8" else None)
+                check(got, want)
+    with force_namespace():
+        assert float(ff.sum(torch.full((2600,), 0.0001), "fp16", order=order)) == \
+            ff.sum([0.0001] * 2600, "fp16", order=order)
