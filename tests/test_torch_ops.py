@@ -427,3 +427,17 @@ def test_device_sum_equals_numpy(order):
     with force_namespace():
         assert float(ff.sum(torch.full((2600,), 0.0001), "fp16", order=order)) == \
             ff.sum([0.0001] * 2600, "fp16", order=order)
+
+
+def test_tensors_on_two_devices_are_refused(monkeypatch):
+    """Two accepted devices in one call (cpu and meta, meta admitted for the test, as
+    there is no second real device here): ValueError naming both."""
+    from floatfmt import dispatch
+    monkeypatch.setattr(dispatch, "DEVICES", ("cpu", "cuda", "meta"))
+    x = torch.tensor([1.0, 2.0])
+    for call in (lambda: ff.add(x, x.to("meta"), "bf16"),
+                 lambda: ff.fma(x, x, x.to("meta"), "bf16"),
+                 lambda: ff.matmul(x[None], x.to("meta")[:, None], "bf16", model="h100"),
+                 lambda: ff.quantize(x, "int8", scale=torch.tensor(0.5, device="meta"))):
+        with pytest.raises(ValueError, match=r"tensors on two devices \(cpu and meta\)"):
+            call()
