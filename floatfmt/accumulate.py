@@ -46,6 +46,8 @@ import numpy as np
 
 from . import eft
 from .dispatch import tensor_entry
+from .ops_device import device_sum
+from .tensorcore_device import device_dot, device_matmul
 from ._formats import FormatLike
 from ._names import unknown_name
 from ._types import Overflow, RngLike, Values
@@ -267,13 +269,7 @@ def _final(r, order, actx, octx, scalar):
     return float(r) if scalar else r
 
 
-def _sum_on_device(*args, **kwargs):
-    """``sum`` on a tensor device (sequential and pairwise orders: ``ops_device``)."""
-    from .ops_device import device_sum
-    return device_sum(*args, **kwargs)
-
-
-@tensor_entry('sum', ('x',), device_impl=_sum_on_device)
+@tensor_entry('sum', ('x',), device_impl=device_sum)
 def sum(x: Values, fmt: FormatLike, acc_fmt: FormatLike | None = None, order: str = "sequential",  # noqa: A001
         axis: int | None = None, *, block: int = 32, out_fmt: FormatLike | None = None,
         rounding: str = "nearest_even", overflow: Overflow = None, ftz: bool = False,
@@ -489,13 +485,7 @@ def _prep_pair(a, b, ictx, kind):
     return x, y
 
 
-def _dot_on_device(*args, **kwargs):
-    """``dot`` on a tensor device: each dot product as a 1 x K by K x 1 ``matmul``."""
-    from .tensorcore_device import device_dot
-    return device_dot(*args, **kwargs)
-
-
-@tensor_entry('dot', ('a', 'b', 'c'), device_impl=_dot_on_device)
+@tensor_entry('dot', ('a', 'b', 'c'), device_impl=device_dot)
 def dot(a: Values, b: Values, fmt: FormatLike, acc_fmt: FormatLike | None = "fp32", order: str = "sequential",
         out_fmt: FormatLike | None = None, model: str | TensorCoreModel | None = None, *, alpha: float = 1.0,
         beta: float | None = None, c: Values = None, block: int = 32, rounding: str = "nearest_even",
@@ -518,14 +508,8 @@ def dot(a: Values, b: Values, fmt: FormatLike, acc_fmt: FormatLike | None = "fp3
                     rounding, overflow, ftz, daz, rng, sr_bits)
 
 
-def _matmul_on_device(*args, **kwargs):
-    """``matmul`` on a tensor device: the namespace-written tensor-core steps."""
-    from .tensorcore_device import device_matmul
-    return device_matmul(*args, **kwargs)
 
-
-
-@tensor_entry('matmul', ('a', 'b', 'c'), device_impl=_matmul_on_device)
+@tensor_entry('matmul', ('a', 'b', 'c'), device_impl=device_matmul)
 def matmul(a: Values, b: Values, fmt: FormatLike, acc_fmt: FormatLike | None = "fp32",
            order: str = "sequential", out_fmt: FormatLike | None = None,
            model: str | TensorCoreModel | None = None, *, alpha: float = 1.0, beta: float | None = None,

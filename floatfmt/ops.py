@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import eft
+from . import eft, ops_device
 from ._cast import round_exact
 from .dispatch import tensor_entry
 from .exact import holds, to_exact
@@ -60,14 +60,6 @@ __all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "
 
 
 # ---------------------------------------------------------------------------------------------
-def _on_device(name: str):
-    """The device implementation of ``name`` (``floatfmt.ops_device``), loaded on first use."""
-    def call(*args, **kwargs):
-        from . import ops_device
-        return getattr(ops_device, f"device_{name}")(*args, **kwargs)
-    return call
-
-
 @dataclass
 class _Ctx:
     """Resolved options of one call."""
@@ -244,7 +236,7 @@ _NO_OPTS = {"rounding": "nearest_even", "overflow": None, "ftz": False, "daz": F
 
 
 # ---------------------------------------------------------------------------------------------
-@tensor_entry('add', ('a', 'b'), device_impl=_on_device('add'))
+@tensor_entry('add', ('a', 'b'), device_impl=ops_device.device_add)
 def add(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -434,7 +426,7 @@ def _add_values(x, y, ctx, opname):
     return ctx.round(t, cls)
 
 
-@tensor_entry('sub', ('a', 'b'), device_impl=_on_device('sub'))
+@tensor_entry('sub', ('a', 'b'), device_impl=ops_device.device_sub)
 def sub(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -447,7 +439,7 @@ def sub(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
     return _finish(*_run_fast(ctx, _sub_impl, _fast_sub, a, b))
 
 
-@tensor_entry('mul', ('a', 'b'), device_impl=_on_device('mul'))
+@tensor_entry('mul', ('a', 'b'), device_impl=ops_device.device_mul)
 def mul(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -472,7 +464,7 @@ def _mul_values(x, y, ctx):
     return ctx.round(t, cls)
 
 
-@tensor_entry('div', ('a', 'b'), device_impl=_on_device('div'))
+@tensor_entry('div', ('a', 'b'), device_impl=ops_device.device_div)
 def div(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -498,7 +490,7 @@ def _div_impl(ctx, a, b):
     return ctx.round(t, cls), sx and sy
 
 
-@tensor_entry('sqrt', ('a',), device_impl=_on_device('sqrt'))
+@tensor_entry('sqrt', ('a',), device_impl=ops_device.device_sqrt)
 def sqrt(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
          ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None) -> Values:
     """Square root in ``fmt``, correctly rounded in every mode; sqrt(-0) = -0,
@@ -518,7 +510,7 @@ def _sqrt_impl(ctx, a):
     return ctx.round(t, cls), sx
 
 
-@tensor_entry('fma', ('a', 'b', 'c'), device_impl=_on_device('fma'))
+@tensor_entry('fma', ('a', 'b', 'c'), device_impl=ops_device.device_fma)
 def fma(a: Values, b: Values, c: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -557,7 +549,7 @@ def _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, fn, name):
     return _finish(ctx.round(t), sx)
 
 
-@tensor_entry('neg', ('a',), device_impl=_on_device('neg'))
+@tensor_entry('neg', ('a',), device_impl=ops_device.device_neg)
 def neg(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
         ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """``-a`` in ``fmt`` (exact for signed float formats; int8 ``-(-128)`` follows the
@@ -569,7 +561,7 @@ def neg(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Ov
     return _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, np.negative, "neg")
 
 
-@tensor_entry('abs', ('a',), device_impl=_on_device('abs'))
+@tensor_entry('abs', ('a',), device_impl=ops_device.device_abs)
 def abs(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,  # noqa: A001
         ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """``|a|`` in ``fmt``.
@@ -595,7 +587,7 @@ def _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, is_min):
     return _finish(np.array(r, np.float64), sx and sy)
 
 
-@tensor_entry('minimum', ('a', 'b'), device_impl=_on_device('minimum'))
+@tensor_entry('minimum', ('a', 'b'), device_impl=ops_device.device_minimum)
 def minimum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
             overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """Elementwise minimum of ``a`` and ``b`` cast to ``fmt`` (IEEE 754-2019
@@ -607,7 +599,7 @@ def minimum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even
     return _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, True)
 
 
-@tensor_entry('maximum', ('a', 'b'), device_impl=_on_device('maximum'))
+@tensor_entry('maximum', ('a', 'b'), device_impl=ops_device.device_maximum)
 def maximum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
             overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """Elementwise maximum of ``a`` and ``b`` cast to ``fmt`` (NaN if either is NaN,
