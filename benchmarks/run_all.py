@@ -1,5 +1,6 @@
 """Every benchmark table in one run: the machine, a plain copy, then cast, ops, matmul
-and scaling (block quantisation) tables, and the threads table.
+and scaling (block quantisation) tables, and the threads table (1 vs N threads per
+path, with the targets of issue 14).
 
     python benchmarks/run_all.py            # full sizes (several minutes)
     python benchmarks/run_all.py --quick    # 10x smaller inputs
@@ -28,6 +29,7 @@ import bench_cast  # noqa: E402
 import bench_matmul  # noqa: E402
 import bench_ops  # noqa: E402
 import bench_scaling  # noqa: E402
+import bench_threads  # noqa: E402
 from timing import best  # noqa: E402
 
 import floatfmt as ff  # noqa: E402
@@ -64,7 +66,8 @@ def main(argv=None):
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"floatfmt {ff.__version__}, numpy {np.__version__}, Python "
           f"{platform.python_version()}, {platform.machine()}")
-    print(f"cores: {total} ({usable} usable by this process); load average {load:.1f}")
+    print(f"cores: {total} ({usable} usable by this process); floatfmt threads: "
+          f"{ff.get_num_threads()}; load average {load:.1f}")
     print(f"plain copy (np.copyto) of {10_000_000 // q:,} float64: {t * 1e3:.2f} ms, "
           f"{t * 1e9 / (10_000_000 // q):.2f} ns/element, {gbs:.1f} GB/s read+write")
     t0 = time.perf_counter()
@@ -77,9 +80,9 @@ def main(argv=None):
     section("block scaling / quantisation (bench_scaling.py)")
     bench_scaling.main(["--n", str(16 * 2 ** 20 // q), "--repeat", rep]
                        + (["--side", "1024", "--gfloat-blocks", "32"] if q > 1 else []))
-    section("threads")
-    print("floatfmt runs every path on one thread in this version (numpy ufuncs, one core);")
-    print(f"this machine has {usable} usable core(s). No threaded path to time yet.")
+    section("threads, and the targets of issue 14 (bench_threads.py)")
+    bench_threads.main(["--n", str(1e7 / q), "--repeat", rep, "--mem-n", str(3e7 / q)]
+                       + (["--size", "128"] if q > 1 else []))
     print(f"\nall tables: {time.perf_counter() - t0:.0f} s")
 
 

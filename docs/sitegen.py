@@ -66,6 +66,7 @@ _GROUPS = [
                                             "QuantizedTensor", "DelayedScaling", "LossScaler",
                                             "compare_quantization", "quantization_error",
                                             "master_weights_demo"]),
+    ("Threads", ["get_num_threads", "set_num_threads", "limit_threads"]),
 ]
 _EXTRA = [("Teaching helpers (modules)", ["floatfmt.explain.explain_block", "floatfmt.explorer.write_explorer",
                                           "floatfmt.explorer.explorer_data"])]

@@ -20,6 +20,7 @@ from ._info import BlockFormatInfo, FormatInfo, info
 from ._block_formats import BlockFormat, block_formats, get_block_format
 from .packing import pack, unpack
 from .rounding import MODES, OVERFLOWS
+from .threads import get_num_threads, limit_threads, set_num_threads
 
 # Bound eagerly (not lazily): the function shares its module's name, and a lazy
 # binding would be replaced by the module object on `import floatfmt.explain`.
@@ -49,7 +50,7 @@ __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_u
            "pack", "unpack",
            "Format", "FormatInfo", "formats", "get_format", "register", "info",
            "BlockFormat", "BlockFormatInfo", "block_formats", "get_block_format",
-           "MODES", "OVERFLOWS", *_LAZY]
+           "MODES", "OVERFLOWS", "get_num_threads", "set_num_threads", "limit_threads", *_LAZY]
 
 
 def __getattr__(name):

@@ -140,7 +140,8 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     integers) or None for the format's own behaviour.  ``ftz`` flushes
     subnormal results to signed zero; ``daz`` treats inputs that are subnormal
     in their own format as zero.  ``rng`` (a Generator or seed) and
-    ``sr_bits`` drive stochastic rounding.
+    ``sr_bits`` drive stochastic rounding (per block of a long array, keyed by the
+    block's index: the same result on any number of threads, see ``floatfmt.threads``).
 
     Scalars give a Python float; arrays keep their shape, in the input's float
     dtype when it holds every value of ``fmt`` exactly, else float64

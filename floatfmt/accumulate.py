@@ -35,10 +35,14 @@ multiply-add per step and ``exact`` uses exact rational arithmetic; the other
 orders first round each product to acc_fmt.
 """
 
+# size: the orders (sequential, pairwise, kahan, blocked, exact) and the product paths share the
+# rounding of one step (_round_add) and the contexts; the row / column tiling that shares
+# them among threads sits next to the loops it splits
 from __future__ import annotations
 
 import builtins
 import math
+from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -51,6 +55,7 @@ from .tensorcore_device import device_dot, device_matmul
 from ._formats import FormatLike
 from ._names import unknown_name
 from ._types import Overflow, RngLike, Values
+from .threads import block_rng, get_num_threads, run_parts
 from .ops import InFormat, check_invalid, make_ctx, operand_values, zero_signs, fma as _fma, mul as _mul
 
 if TYPE_CHECKING:  # for annotations: tensorcore is imported when a model is used
@@ -303,8 +308,41 @@ def sum(x: Values, fmt: FormatLike, acc_fmt: FormatLike | None = None, order: st
     if not -v.ndim <= axis < v.ndim:
         raise ValueError(f"sum: axis {axis} is out of range for a {v.ndim}-dimensional input")
     T = np.moveaxis(v, axis, 0)
-    r = _reduce(T, actx, order, block, octx)
+    r = _reduce_split(T, actx, order, block, octx)
     return _final(r, order, actx, octx, False)
+
+
+_SPLIT_ELEMS = 1 << 14  # outputs per part of _reduce_split (a core's cache of partial sums)
+
+
+def _reduce_split(T, actx, order, block, octx):
+    """``_reduce`` over axis 0 of T, in parts along T's axis 1 (the outputs are
+    independent) shared among threads (``floatfmt.threads``).  Under stochastic
+    rounding part p draws from ``threads.block_rng(k, p)``, k drawn once from the
+    generator (one part: the generator itself), whatever the thread count."""
+    if T.ndim < 2 or T.shape[0] == 0:
+        return _reduce(T, actx, order, block, octx)
+    rows = T.shape[1]
+    per_row = max(1, int(np.prod(T.shape[2:], dtype=np.int64)))
+    step = max(1, _SPLIT_ELEMS // per_row)
+    parts = -(-rows // step)
+    if parts < 2:
+        return _reduce(T, actx, order, block, octx)
+    key = None
+    if actx.mode == "stochastic":
+        key = int(actx.rng.integers(0, 1 << 63))
+    out = np.empty(T.shape[1:])
+
+    def part(p):
+        a, o = actx, octx
+        if key is not None:
+            g = block_rng(key, p)
+            a = replace(actx, rng=g)
+            o = a if octx is actx else replace(octx, rng=g)
+        out[p * step:(p + 1) * step] = _reduce(T[:, p * step:(p + 1) * step], a, order, block, o)
+
+    run_parts(parts, part)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,6 +397,8 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
     with np.errstate(invalid="ignore", over="ignore"):
         if order in ("sequential", "kahan"):
             if order == "sequential" and _seq_products_ok(actx):
+                if kind == "matmul":
+                    return _seq_products_rows(x, y, n, out_shape, actx)
                 return _seq_products(xk, yk, n, out_shape, actx)
             gen = (np.broadcast_to(xk(k) * yk(k), out_shape) for k in range(n))
             if order == "sequential":
@@ -372,10 +412,22 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
         per_row = max(1, int(np.prod(out_shape[:-2], dtype=np.int64)) * out_shape[-1] * n)
         step = max(1, _CHUNK_ELEMS // per_row)
         out = np.empty(out_shape)
-        for r0 in range(0, rows, step):
+        parts = -(-rows // step)
+        key = int(actx.rng.integers(0, 1 << 63)) if actx.mode == "stochastic" and parts > 1 \
+            else None
+
+        def part(p):  # a few rows (parts run on threads; under SR, block_rng(key, p))
+            a, o = actx, octx
+            if key is not None:
+                a = replace(actx, rng=block_rng(key, p))
+                o = a if octx is actx else replace(octx, rng=a.rng)
+            r0 = p * step
             xs = x[..., r0:r0 + step, :]
-            T = np.moveaxis(xs[..., :, :, None] * y[..., None, :, :], -2, 0)
-            out[..., r0:r0 + step, :] = _reduce(T, actx, order, block, octx)
+            with np.errstate(invalid="ignore", over="ignore"):
+                T = np.moveaxis(xs[..., :, :, None] * y[..., None, :, :], -2, 0)
+            out[..., r0:r0 + step, :] = _reduce(T, a, order, block, o)
+
+        run_parts(parts, part)
         return out
 
 
@@ -383,6 +435,32 @@ def _seq_products_ok(actx) -> bool:
     """Whether ``_seq_products`` applies: the remainder class is all the rounding needs
     (not stochastic), IEEE zero signs are numpy's (not ``down``), and NaN is a value."""
     return actx.mode not in ("stochastic", "down") and actx.fmt.has_nan
+
+
+_SEQ_TILE = 1 << 12  # fewest outputs per tile of _seq_products_rows
+_NONE = np.zeros(0, np.intp)
+
+
+def _seq_products_rows(x, y, n, out_shape, actx):
+    """``_seq_products`` of a matmul, in one tile of output rows per thread (tiles of at
+    least ``_SEQ_TILE`` outputs; one tile on one thread, where whole-array passes are
+    quickest), the tiles shared among threads (``floatfmt.threads``): the rows are
+    independent and the rounding elementwise, so the tiling changes no result."""
+    rows = out_shape[-2]
+    per_row = max(1, int(np.prod(out_shape[:-2], dtype=np.int64)) * out_shape[-1])
+    parts = max(1, min(get_num_threads(), rows, rows * per_row // _SEQ_TILE))
+    step = max(1, -(-rows // parts))  # (no rows: no tile)
+    out = np.empty(out_shape)
+
+    def tile(t):
+        r0, r1 = t * step, min(rows, (t + 1) * step)
+        xs = x[..., r0:r1, :]
+        out[..., r0:r1, :] = _seq_products(lambda k: xs[..., :, k, None],
+                                           lambda k: y[..., None, k, :], n,
+                                           out_shape[:-2] + (r1 - r0, out_shape[-1]), actx)
+
+    run_parts(-(-rows // step), tile)
+    return out
 
 
 def _seq_products(xk, yk, n, out_shape, actx):
@@ -406,7 +484,9 @@ def _seq_products(xk, yk, n, out_shape, actx):
         np.subtract(acc, E, out=E)
         np.subtract(T, B, out=B)
         np.add(E, B, out=E)
-        idx = np.flatnonzero(E)  # inexact float64 sums (and NaN errors: non-finite sums)
+        # inexact float64 sums (and NaN errors: non-finite sums); mostly none, and any()
+        # is a tenth of flatnonzero's time
+        idx = np.flatnonzero(E) if E.any() else _NONE
         if idx.size:
             ef = E.reshape(-1)[idx]
             if not np.isfinite(ef).all():

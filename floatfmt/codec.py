@@ -22,6 +22,7 @@ from .exact import holds, to_exact
 from ._formats import Format, FormatLike, get_format
 from ._types import Overflow, RngLike, Values
 from .rounding import make_rng, resolve_mode
+from .threads import run_blocks
 
 __all__ = ["encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
            "code_dtype", "values_to_codes", "codes_to_values"]
@@ -70,24 +71,38 @@ def values_to_codes(r, fmt: Format) -> np.ndarray:
 _CHUNK = 1 << 15
 
 
-def _by_chunks(fn, shape, dtype, *arrays):
+def _by_chunks(fn, shape, dtype, *arrays, rng=None):
     """A new array of ``shape`` and ``dtype`` holding ``fn`` applied to slices of
     ``_CHUNK`` elements of the flattened ``arrays`` (``None`` passes through as None).
 
     ``fn`` must work element by element; only its chunk-sized temporaries are alive
-    at a time, so the extra memory is a few chunks however big the input is."""
+    at a time (per thread: blocks of chunks are shared among threads, see
+    ``floatfmt.threads``), so the extra memory is a few chunks times the thread count
+    however big the input is.  With ``rng`` (a Generator), ``fn`` also gets the
+    generator of its block as a last argument (the stream does not depend on the
+    thread count)."""
     out = np.empty(shape, dtype)
     dst = out.reshape(-1)
     flat = [None if a is None else np.asarray(a).reshape(-1) for a in arrays]
-    for i in range(0, dst.size, _CHUNK):
-        dst[i:i + _CHUNK] = fn(*(None if a is None else a[i:i + _CHUNK] for a in flat))
+
+    def work(i, j, g):
+        for k in range(i, j, _CHUNK):
+            e = min(k + _CHUNK, j)
+            parts = [None if a is None else a[k:e] for a in flat]
+            dst[k:e] = fn(*parts) if rng is None else fn(*parts, g)
+
+    run_blocks(dst.size, work, rng)
     return out
 
 
-def _exact_chunks(ex, fn, dtype=np.float64):
-    """``_by_chunks`` over an ``Exact`` record: ``fn`` gets Exact records of one chunk."""
-    return _by_chunks(lambda v, s, r: fn(replace(ex, values=v, sticky=s, resid=r)),
-                      ex.values.shape, dtype, ex.values, ex.sticky, ex.resid)
+def _exact_chunks(ex, fn, dtype=np.float64, rng=None):
+    """``_by_chunks`` over an ``Exact`` record: ``fn`` gets Exact records of one chunk
+    (and, with ``rng``, the block's generator)."""
+    if rng is None:
+        return _by_chunks(lambda v, s, r: fn(replace(ex, values=v, sticky=s, resid=r)),
+                          ex.values.shape, dtype, ex.values, ex.sticky, ex.resid)
+    return _by_chunks(lambda v, s, r, g: fn(replace(ex, values=v, sticky=s, resid=r), g),
+                      ex.values.shape, dtype, ex.values, ex.sticky, ex.resid, rng=rng)
 
 
 def _codes(r, fmt: Format, xp=NUMPY):
@@ -180,14 +195,24 @@ def encode(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow:
     (130049, '0x3f802000')
     """
     fmt = get_format(fmt)
-    ex = tensor_exact(x) if is_tensor(x) else to_exact(x)
-    r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
     target = fmt
     if container is not None:
         target = get_format(container)
         if not holds(target, fmt):
             raise ValueError(f"container {target.name} cannot hold every {fmt.name} value")
-    codes = values_to_codes(r, target)
+    ex = tensor_exact(x) if is_tensor(x) else to_exact(x)
+    if is_tensor(x) or ex.values.size == 0:
+        codes = values_to_codes(round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits),
+                                target)
+        return int(codes) if ex.scalar else codes
+    # chunk by chunk from the input to the codes (no float64 array of the whole result);
+    # under stochastic rounding the same draws as cast (per block, see floatfmt.threads)
+    g = make_rng(rng) if resolve_mode(rounding) == "stochastic" else None
+
+    def chunk(e, gb=rng):
+        return _codes(round_exact(e, fmt, rounding, overflow, ftz, daz, gb, sr_bits), target)
+
+    codes = _exact_chunks(ex, chunk, code_dtype(target), rng=g)
     return int(codes) if ex.scalar else codes
 
 
@@ -220,9 +245,11 @@ def decode(codes: Values, fmt: FormatLike) -> np.ndarray | float:
         return _decode_tensor(codes, fmt)
     arr, scalar = _as_codes(codes, fmt)
     if fmt.bits <= 16:
-        out = _table(fmt)[arr.astype(np.intp)]
+        table = _table(fmt)
+        out = _by_chunks(lambda c: table[c.astype(np.intp)], arr.shape, np.float64, arr)
     else:
-        out = codes_to_values(arr.astype(np.int64), fmt)
+        out = _by_chunks(lambda c: codes_to_values(c.astype(np.int64), fmt), arr.shape,
+                         np.float64, arr)
     return float(out) if scalar else out
 
 
@@ -264,13 +291,16 @@ def classify(x: Values, fmt: FormatLike, rounding: str = "nearest_even", **optio
         raise TypeError(f"classify() got an unexpected keyword argument {unknown[0]!r}; "
                         f"valid: {', '.join(_CAST_OPTIONS)}")
     opts = {**_CAST_OPTIONS, **options}
+    rng = opts.pop("rng")
     if resolve_mode(rounding) == "stochastic":
-        opts["rng"] = make_rng(opts["rng"])  # one random stream across the chunks
+        rng = make_rng(rng)  # one stream across the chunks (per block: see floatfmt.threads)
+    else:
+        rng = None  # (round_exact ignores it outside stochastic rounding)
     dtype = opts.pop("dtype")
     ex = to_exact(x, wrap_bits=fmt.bits if opts["overflow"] == "wrap" else None)
 
-    def chunk(e):
-        r = round_exact(e, fmt, rounding, **opts)
+    def chunk(e, g=None):
+        r = round_exact(e, fmt, rounding, rng=g, **opts)
         if dtype is not None:
             r = r.astype(dtype).astype(np.float64)
         a = np.abs(r)
@@ -278,7 +308,7 @@ def classify(x: Values, fmt: FormatLike, rounding: str = "nearest_even", **optio
                         [4, 3, 0, 1], 2)
         return _CLASSES[idx]
 
-    out = _exact_chunks(ex, chunk, _CLASSES.dtype)
+    out = _exact_chunks(ex, chunk, _CLASSES.dtype, rng=rng)
     return str(out) if ex.scalar else out
 
 

@@ -41,9 +41,11 @@ True
 -9.5367431640625e-07
 """
 
+# size: the elementwise operations share one context, the operand cast and the chunk drivers
+# (fast path, general path, and their blocks on threads); FPArray already lives in fparray
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -54,6 +56,7 @@ from .exact import holds, to_exact
 from ._formats import Format, FormatLike, get_format
 from ._types import Overflow, RngLike, Values
 from .rounding import make_rng, resolve_mode, resolve_overflow, round_values
+from .threads import run_blocks
 
 __all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "maximum",
            "promote_formats"]
@@ -224,12 +227,30 @@ def _run(impl, ctx, *args):
     fmts = [x.fmt if isinstance(x, InFormat) else None for x in args]
     flat = [np.ascontiguousarray(x).reshape(-1) if isinstance(x, np.ndarray) else x for x in flat]
     out = np.empty(size)
-    for i in range(0, size, _OP_CHUNK):
-        part = [InFormat(x[i:i + _OP_CHUNK], f) if f is not None
-                else (x[i:i + _OP_CHUNK] if isinstance(x, np.ndarray) else x)
-                for x, f in zip(flat, fmts)]
-        out[i:i + _OP_CHUNK] = impl(ctx, *part)[0]
+
+    def work(i0, j0, g):
+        c = _block_ctx(ctx, g)
+        for i in range(i0, j0, _OP_CHUNK):
+            j = min(i + _OP_CHUNK, j0)
+            part = [InFormat(x[i:j], f) if f is not None
+                    else (x[i:j] if isinstance(x, np.ndarray) else x)
+                    for x, f in zip(flat, fmts)]
+            out[i:j] = impl(c, *part)[0]
+
+    _blocks(ctx, size, work)
     return out.reshape(shape), False
+
+
+def _block_ctx(ctx: _Ctx, g) -> _Ctx:
+    """The context of one block: its own generator under stochastic rounding."""
+    return ctx if g is None else replace(ctx, rng=g)
+
+
+def _blocks(ctx: _Ctx, size: int, work) -> None:
+    """``work(i, j, g)`` over the blocks of ``range(size)`` on the threads (see
+    ``floatfmt.threads``; ``g`` is the block's generator under stochastic rounding)."""
+    rng = ctx.rng if ctx.mode == "stochastic" else None
+    run_blocks(size, work, rng if isinstance(rng, np.random.Generator) else None)
 
 
 _NO_OPTS = {"rounding": "nearest_even", "overflow": None, "ftz": False, "daz": False, "rng": None}
@@ -391,20 +412,25 @@ def _run_fast(ctx: _Ctx, impl, fast, *args):
         return _run(impl, ctx, *args)
     flat = [np.ascontiguousarray(x).reshape(-1) for x in ops]
     out = np.empty(size)
-    sc = _Scratch(min(size, _OP_CHUNK))
-    for i in range(0, size, _OP_CHUNK):
-        j = min(i + _OP_CHUNK, size)
-        part = [x[i:j] for x in flat]
-        bounds = []
-        for v, c in zip(part, check):
-            r = _chunk_range(v, fmt, sc, c)
-            if r is None:
-                break
-            bounds.append(r)
-        if len(bounds) < len(part):
-            out[i:j] = impl(ctx, *part)[0]
-        else:
-            fast(ctx, sc, out[i:j], *part, *bounds)
+
+    def work(i0, j0, g):
+        c = _block_ctx(ctx, g)
+        sc = _Scratch(min(j0 - i0, _OP_CHUNK))
+        for i in range(i0, j0, _OP_CHUNK):
+            j = min(i + _OP_CHUNK, j0)
+            part = [x[i:j] for x in flat]
+            bounds = []
+            for v, chk in zip(part, check):
+                r = _chunk_range(v, fmt, sc, chk)
+                if r is None:
+                    break
+                bounds.append(r)
+            if len(bounds) < len(part):
+                out[i:j] = impl(c, *part)[0]
+            else:
+                fast(c, sc, out[i:j], *part, *bounds)
+
+    _blocks(ctx, size, work)
     return out.reshape(shape), False
 
 

@@ -37,8 +37,12 @@ rounding routine.  tests/test_torch.py shows the namespace (device) path equal t
 the numpy path (fast and general) bit for bit on every format, mode and policy.
 """
 
+# size: the one rounding routine: its general path, the fast path that must stay bit-identical
+# to it, and decide (which reads the routine's decisions) share private helpers; keeping
+# them in one module keeps a second statement of the rule from growing elsewhere
 from __future__ import annotations
 
+import enum
 import math
 import threading
 from dataclasses import dataclass
@@ -49,6 +53,7 @@ import numpy as np
 from ._xp import NUMPY, is_tensor, namespace
 from .dispatch import from_host, host_kernels, to_host
 from ._formats import Format
+from . import threads
 from ._names import unknown_name
 
 __all__ = ["MODES", "OVERFLOWS", "resolve_mode", "resolve_overflow", "make_rng", "round_values",
@@ -324,7 +329,11 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
     also for formats that cannot encode NaN).
 
     The work is done in chunks of ``_CHUNK`` elements, so the extra memory is a
-    few chunk-sized buffers whatever the size of x.
+    few chunk-sized buffers (per thread) whatever the size of x.  Above one block
+    (``threads.BLOCK`` elements) the blocks run on threads (``floatfmt.threads``);
+    stochastic rounding then draws each block's random bits from a generator keyed
+    by the block's index (one 63-bit key drawn from ``rng``), so the result of a
+    seed does not depend on the thread count.
     """
     if is_tensor(x):
         if resid is not None:
@@ -407,8 +416,17 @@ _TORCH_CHUNK = 1 << 18
 
 # ------------------------------------------------------------------------- the chunk loop
 def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf=None):
-    plan = _plan(fmt, mode, policy, sr_bits)
+    """Round xf into res chunk by chunk; above one block (``threads.BLOCK`` elements) the
+    blocks are shared among threads (``floatfmt.threads``), each done by this function."""
     n = xf.size
+    if n > threads.BLOCK:
+        def work(i, j, g):
+            _round_all(xf[i:j], None if sf is None else sf[i:j], res[i:j], fmt, mode, policy,
+                       ftz, daz_below, g, sr_bits, None if rf is None else rf[i:j])
+
+        threads.run_blocks(n, work, rng if mode == "stochastic" else None)
+        return
+    plan = _plan(fmt, mode, policy, sr_bits)
     bufs = _buffers() if plan is not None else None
     alias = plan is not None and np.may_share_memory(xf, res)
     for i in range(0, n, _CHUNK):
@@ -505,7 +523,7 @@ def _buffers() -> "_Buffers":
     """This thread's scratch arrays, made once: callers that round chunk by chunk
     (arithmetic, block scaling) would otherwise pay fresh pages on every call."""
     b = getattr(_LOCAL, "bufs", None)
-    if b is None:
+    if b is None or b.size != _CHUNK:
         b = _LOCAL.bufs = _Buffers(_CHUNK)
     return b
 
@@ -527,11 +545,66 @@ class _Buffers:
         return self._w
 
 
-class _Plan:
-    """Constants for the fast path of one (format, mode, policy): see ``_fast_chunk``."""
+class _Kind(enum.Enum):
+    """How the fast path rounds: the three shapes of ``_fast_chunk``."""
 
-    __slots__ = ("mode", "lo", "hi", "c_inv", "c_q", "back", "max", "max_bits", "ovf",
-                 "inf_check", "plus0", "sr_bits", "copy", "int")
+    COPY = "copy"    # fp64 itself: every float64 is a value; copy (and clip for saturate)
+    INT = "int"      # integer formats: quantum 1, round x itself, then clip to [min, max]
+    FLOAT = "float"  # float formats: scale by 2**(mbits - ee), round, scale back
+
+
+class _Ovf(enum.Enum):
+    """The fast path's overflow step (``_fast_overflow``), chosen once per request."""
+
+    NONE = "none"                # nothing to do: no overflow, or the fold made the Inf
+    CLIP = "clip"                # saturate: clip to [-max, max]
+    MAX_NEG = "max_neg"          # up, inf policy: -max for negatives past -max (-Inf stays)
+    MAX_POS = "max_pos"          # down, inf policy: +max for positives past max
+    CLIP_FINITE = "clip_finite"  # toward zero / odd: +-max; Inf inputs take the general path
+    NAN = "nan"                  # nan policy, nearest modes: NaN past max
+    NAN_UP = "nan_up"            # nan policy, up: NaN above max, -max below -max
+    NAN_DOWN = "nan_down"        # nan policy, down: NaN below -max, +max above max
+
+
+# module-level aliases: the fast path tests them per chunk (a global is quicker to read
+# than an Enum class attribute)
+_COPY, _INT = _Kind.COPY, _Kind.INT
+(_O_NONE, _O_CLIP, _O_MAX_NEG, _O_MAX_POS, _O_CLIP_FINITE, _O_NAN, _O_NAN_UP,
+ _O_NAN_DOWN) = _Ovf
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Constants for the fast path of one (format, mode, policy, sr_bits), made once by
+    ``_make_plan`` and cached: see ``_fast_chunk``.
+
+    kind : see ``_Kind``.
+    mode, sr_bits : the request.
+    max, max_bits : the format's largest finite value, and its float64 bit pattern.
+    ovf : the overflow step (``_Ovf``).
+    lo, hi : FLOAT: 2**emin and 2**(emax + 1), the clamp of the power 2**ee;
+        INT: the format's min and max.
+    c_inv, c_q : FLOAT: the int64 constants that turn the bits of 2**ee into
+        inv = 2**(mbits - ee) and q = 2**(ee - mbits) by one subtraction each.
+    back : 2**-fold when results are scaled to make overflow give Inf (else None).
+    inf_check : nearest-away and stochastic compute inf - inf: chunks with Inf input
+        take the general path.
+    plus0 : the format has no -0: add +0 at the end.
+    """
+
+    kind: _Kind
+    mode: str
+    sr_bits: int | None
+    max: np.float64
+    max_bits: np.int64
+    ovf: _Ovf = _Ovf.NONE
+    lo: np.float64 | None = None
+    hi: np.float64 | None = None
+    c_inv: np.int64 | None = None
+    c_q: np.int64 | None = None
+    back: np.float64 | None = None
+    inf_check: bool = False
+    plus0: bool = False
 
 
 def _plan(fmt, mode, policy, sr_bits):
@@ -539,58 +612,56 @@ def _plan(fmt, mode, policy, sr_bits):
     return _plan_cached(fmt, mode, policy, sr_bits)
 
 
-def _make_plan(fmt, mode, policy, sr_bits):
-    p = _Plan()
-    p.mode, p.sr_bits, p.max = mode, sr_bits, np.float64(fmt.max)
-    p.max_bits = np.float64(fmt.max).view(np.int64)
-    p.int = fmt.kind == "int"
-    if p.int:  # quantum 1: round x itself, then saturate (wrap: general path)
+def _make_plan(fmt, mode, policy, sr_bits) -> _Plan | None:
+    """The fast path's plan for a request (None: the general path handles it)."""
+    mx = np.float64(fmt.max)
+    base = dict(mode=mode, sr_bits=sr_bits, max=mx, max_bits=mx.view(np.int64))
+    if fmt.kind == "int":  # quantum 1: round x itself, then saturate (wrap: general path)
         # odd: the fast path halves x, which flushes the smallest float64 subnormals
         # to zero (they must round to +-1): general path.
         if policy != "saturate" or fmt.bits > 53 or mode == "odd":
             return None
-        p.copy, p.ovf, p.back, p.inf_check, p.plus0 = False, "int", None, True, True
-        p.lo, p.hi = np.float64(fmt.min), p.max
-        return p
+        return _Plan(_Kind.INT, **base, lo=np.float64(fmt.min), hi=mx, inf_check=True,
+                     plus0=True)
     if not fmt.signed or not fmt.zero:
         return None
-    # fp64 itself: every float64 input is exact, only Inf under saturation changes.
-    p.copy = (fmt.ebits, fmt.mbits, fmt.bias, fmt.inf, fmt.nan) == (11, 52, 1023, True, "ieee")
-    if p.copy:
+    if (fmt.ebits, fmt.mbits, fmt.bias, fmt.inf, fmt.nan) == (11, 52, 1023, True, "ieee"):
+        # fp64 itself: every float64 input is exact, only Inf under saturation changes.
         if policy not in ("inf", "saturate"):
             return None
-        p.ovf = "clip" if policy == "saturate" else None
-        p.inf_check = p.plus0 = False
-        return p
+        return _Plan(_Kind.COPY, **base, ovf=_Ovf.CLIP if policy == "saturate" else _Ovf.NONE)
     m, emin, emax = fmt.mbits, fmt.emin, fmt.emax
     # Powers of two 2**ee (ee the clamped exponent), 2**(m-ee) and 2**(ee-m) must be normal
     # doubles, and 2**(m-ee) <= 1 so that x * inv never overflows.
     if not (1 <= m <= 50 and emin - m >= -1021 and m <= emax + 1 and emax <= 1000):
         return None
-    p.lo, p.hi = np.float64(2.0 ** emin), np.float64(2.0 ** (emax + 1))
     half = 1 if mode == "odd" else 0  # round to odd works on y/2
-    p.c_inv = _i64((2046 + m - half) << 52)
     ieee_inf = fmt.inf and policy == "inf" and mode in ("nearest_even", "nearest_away", "stochastic",
                                                           "up", "down")
     # Overflow to Inf for free: scale results by 2**(1023-emax) so that exactly the
     # values >= 2**(emax+1) overflow the double, then scale back.
     fold = 1023 - emax if ieee_inf else 0
-    # q_bits = ee_bits - ((m - fold) << 52) = c_q - inv_bits
-    p.c_q = _i64(((2046 + m - half) << 52) - ((m - fold) << 52))
-    p.back = np.float64(2.0 ** -fold) if fold else None
-    p.inf_check = mode in ("nearest_away", "stochastic")  # inf - inf inside the rounding
+    return _Plan(_Kind.FLOAT, **base, ovf=_overflow_step(mode, policy, ieee_inf),
+                 lo=np.float64(2.0 ** emin), hi=np.float64(2.0 ** (emax + 1)),
+                 c_inv=_i64((2046 + m - half) << 52),
+                 # q_bits = ee_bits - ((m - fold) << 52) = c_q - inv_bits
+                 c_q=_i64(((2046 + m - half) << 52) - ((m - fold) << 52)),
+                 back=np.float64(2.0 ** -fold) if fold else None,
+                 inf_check=mode in ("nearest_away", "stochastic"),  # inf - inf inside
+                 plus0=not fmt.negative_zero)
+
+
+def _overflow_step(mode, policy, ieee_inf) -> _Ovf:
+    """The fast path's overflow step of a float format (see ``_Ovf``)."""
     if policy == "saturate":
-        p.ovf = "clip"
-    elif ieee_inf:
-        p.ovf = {"up": "max_neg", "down": "max_pos"}.get(mode)
-    elif mode in ("toward_zero", "odd"):
-        p.ovf = "clip_finite"
-    elif policy == "nan":
-        p.ovf = {"up": "nan_up", "down": "nan_down"}.get(mode, "nan")
-    else:  # inf policy, toward_zero / odd
-        p.ovf = "clip_finite"
-    p.plus0 = not fmt.negative_zero
-    return p
+        return _Ovf.CLIP
+    if ieee_inf:  # the fold gives Inf; up / down give +-max on their other side
+        return {"up": _Ovf.MAX_NEG, "down": _Ovf.MAX_POS}.get(mode, _Ovf.NONE)
+    if mode in ("toward_zero", "odd"):
+        return _Ovf.CLIP_FINITE
+    if policy == "nan":
+        return {"up": _Ovf.NAN_UP, "down": _Ovf.NAN_DOWN}.get(mode, _Ovf.NAN)
+    return _Ovf.CLIP_FINITE  # inf policy without Inf in the format's reach
 
 
 _PLANS: dict = {}
@@ -605,10 +676,12 @@ def _plan_cached(fmt, mode, policy, sr_bits):
 
 def _sticky_ok(xc, p) -> bool:
     """Whether the fast path can take a chunk with a sticky part (see _fast_chunk)."""
-    return (not p.copy and p.mode != "stochastic"
+    return (p.kind is not _COPY and p.mode != "stochastic"
             and not (np.isinf(np.fmax.reduce(xc)) or np.isinf(np.fmin.reduce(xc))))
 
 
+# size: one sequence of in-place passes per mode over reused buffers, in one function
+# because it runs once per chunk on the hot path (a split adds calls per chunk)
 def _fast_chunk(xc, o, p, rng, b, sc=None) -> bool:
     """Round the chunk xc into o; False when this chunk needs the general path.
 
@@ -630,16 +703,17 @@ def _fast_chunk(xc, o, p, rng, b, sc=None) -> bool:
     trunc(y) + sign(x); everywhere else x + d rounds like x.
     """
     k = xc.size
-    if p.copy:
+    if p.kind is _COPY:
         np.copyto(o, xc)
-        if p.ovf == "clip":
+        if p.ovf is _O_CLIP:
             _clip(o, -p.max, p.max, out=o)
         return True
     if p.inf_check and (np.fmax.reduce(xc) == np.inf or np.fmin.reduce(xc) == -np.inf):
         return False  # Inf - Inf inside nearest-away / stochastic: general path
     E = b.e[:k]  # one int64 buffer holds 2**ee, then inv, then q (cache-friendly)
     Ef = E.view(np.float64)
-    if p.int:
+    is_int = p.kind is _INT
+    if is_int:
         np.multiply(xc, 0.5 if p.mode == "odd" else 1.0, out=o)
     else:
         np.bitwise_and(xc.view(np.int64), _EXP, out=E)
@@ -693,7 +767,7 @@ def _fast_chunk(xc, o, p, rng, b, sc=None) -> bool:
         o[fix] = W[fix] + np.copysign(1.0, xc[fix])
         if mode == "odd":
             o[fix] += W[fix]  # y = 2 trunc(y/2): the step is from y, not y/2
-    if p.int:
+    if is_int:
         _clip(o, p.lo, p.hi, out=o)
         np.add(o, 0.0, out=o)
         return True
@@ -701,7 +775,7 @@ def _fast_chunk(xc, o, p, rng, b, sc=None) -> bool:
     np.multiply(o, Ef, out=o)
     if p.back is not None:
         np.multiply(o, p.back, out=o)
-    if p.ovf is not None and not _fast_overflow(xc, o, p, E):
+    if p.ovf is not _O_NONE and not _fast_overflow(xc, o, p, E):
         return False
     if p.plus0:
         np.add(o, 0.0, out=o)
@@ -729,11 +803,11 @@ def _sticky_fix(xc, y, sc, mode, V):
 def _fast_overflow(xc, o, p, T) -> bool:
     """Apply the overflow policy in place; False when Inf inputs need the general path."""
     ovf, mx = p.ovf, p.max
-    if ovf == "clip":
+    if ovf is _O_CLIP:
         _clip(o, -mx, mx, out=o)
         return True
     ob = o.view(np.int64)
-    if ovf == "nan":  # |o| > max -> NaN of the same sign (Inf inputs included)
+    if ovf is _O_NAN:  # |o| > max -> NaN of the same sign (Inf inputs included)
         np.bitwise_and(ob, _ABS, out=T)  # magnitude bits; NaN and Inf sort above max
         if np.max(T) <= p.max_bits:
             return True
@@ -741,29 +815,29 @@ def _fast_overflow(xc, o, p, T) -> bool:
     hi, lo = np.fmax.reduce(o), np.fmin.reduce(o)
     if hi <= mx and lo >= -mx:
         return True
-    if ovf == "max_neg":  # up, Inf policy: negatives past -max give -max (-Inf stays)
+    if ovf is _O_MAX_NEG:  # up, Inf policy: negatives past -max give -max (-Inf stays)
         if lo < -mx:
             if np.fmin.reduce(xc) == -np.inf:
                 return False
             np.maximum(o, -mx, out=o)
         return True
-    if ovf == "max_pos":
+    if ovf is _O_MAX_POS:
         if hi > mx:
             if np.fmax.reduce(xc) == np.inf:
                 return False
             np.minimum(o, mx, out=o)
         return True
-    if ovf == "clip_finite":  # toward zero / odd: +-max, but Inf inputs follow the policy
+    if ovf is _O_CLIP_FINITE:  # toward zero / odd: +-max, but Inf inputs follow the policy
         if np.isinf(hi) or np.isinf(lo):
             return False
         _clip(o, -mx, mx, out=o)
         return True
     # up (down): positives (negatives) past max -> NaN, the other side -> +-max
-    if ovf == "nan_up" and lo < -mx:
+    if ovf is _O_NAN_UP and lo < -mx:
         if lo == -np.inf:
             return False
         np.maximum(o, -mx, out=o)
-    if ovf == "nan_down" and hi > mx:
+    if ovf is _O_NAN_DOWN and hi > mx:
         if hi == np.inf:
             return False
         np.minimum(o, mx, out=o)
@@ -888,6 +962,8 @@ def _side_of_midpoint(x: float, sticky: int, mid: Fraction) -> int:
     return {1: -1, 2: 0, 3: 1}[sticky]
 
 
+# size: one value's decision read from the routine's results step by step (special,
+# daz, neighbours, choice, range handling), each step a few lines
 def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz_below=None,
            rng=None, sr_bits=None, sticky=0, resid=None, stored=None) -> Decision:
     """Round one value as ``round_values`` does and report how (a ``Decision``).

@@ -41,6 +41,8 @@ record.  ``tensorcore_models()`` lists the presets (``"h100/bf16"`` ...);
 (2.0, 2.000000238418579)
 """
 
+# size: the matrix-unit model is one rule (align, truncate, sum, round per block of L products):
+# the presets, the reference steps and the fast kernel that must equal them bit for bit
 from __future__ import annotations
 
 import dataclasses
@@ -54,6 +56,7 @@ from ._formats import Format, FormatLike, get_format
 from ._names import unknown_name
 from ._types import Values
 from .rounding import round_values
+from .threads import run_parts
 
 __all__ = ["TensorCoreModel", "tensorcore_models", "get_model", "tensorcore_product",
            "fused_dot", "mma", "TF32_OPERANDS", "C_ENTRIES"]
@@ -364,7 +367,8 @@ def _chain_matmul(x, ex, y, ey, m: TensorCoreModel, c=None, fmt=None):
     rows = out_shape[-2]
     per_row = max(1, int(np.prod(out_shape[:-2], dtype=np.int64)) * out_shape[-1] * min(K, m.L))
     step = max(1, _ROWS_ELEMS // per_row)
-    for r0 in range(0, rows, step):
+    def tile(t):  # a few output rows (tiles run on threads: floatfmt.threads)
+        r0 = t * step
         xs, exs = x[..., r0:r0 + step, None, :], ex[..., r0:r0 + step, None, :]
         acc = np.array(c[..., r0:r0 + step, :], np.float64)
         cfmt, ofmt = get_format(m.acc_fmt), m.output_format
@@ -376,6 +380,8 @@ def _chain_matmul(x, ex, y, ey, m: TensorCoreModel, c=None, fmt=None):
             acc = _step(P, EP, acc, m, cfmt, ofmt)
             cfmt = ofmt
         out[..., r0:r0 + step, :] = acc
+
+    run_parts(-(-rows // step), tile)
     return out
 
 
@@ -417,6 +423,8 @@ def _exponents16(v, fmt: Format, k_axis):
     return np.ascontiguousarray(np.moveaxis(e, k_axis, 0))
 
 
+# size: one kernel: buffers, per-block alignment and the accumulator chain share the
+# tile's state; the tiles run on threads
 def _chain_matmul_fast(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape):
     """``_chain_matmul`` for finite inputs (see ``_fast_ok``), bit for bit the same steps.
 
@@ -452,7 +460,9 @@ def _chain_matmul_fast(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape):
     acc_fmt, ofmt = get_format(m.acc_fmt), m.output_format
     after = m.c_entry == "after"
     policy = "inf" if m.overflow == "inf" and ofmt.inf else "saturate"
-    for r0 in range(0, rows, step):
+
+    def tile(ti):  # one tile of output rows (tiles run on threads: floatfmt.threads)
+        r0 = ti * step
         r1 = min(rows, r0 + step)
         tshape = batch + (r1 - r0, cols)
         nl = min(L, K)
@@ -503,6 +513,8 @@ def _chain_matmul_fast(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape):
                 acc = _finish(val, val, ~fin, acc, m, ofmt)
             cfmt = ofmt
         out[..., r0:r1, :] = acc
+
+    run_parts(-(-rows // step), tile)
     return out
 
 

@@ -463,6 +463,8 @@ NO_ARRAY_INPUT = {
     "master_weights_demo": "takes scalars (a fixed demonstration)",
     "C_ENTRIES": "a constant", "BITORDERS": "a constant", "RECIPES": "a constant",
     "PROMOTIONS": "a constant", "get_recipe": "takes a recipe name",
+    "get_num_threads": "no arguments", "set_num_threads": "takes a thread count",
+    "limit_threads": "takes a thread count",
     "BlockFormat": "a block-format description", "BlockFormatInfo": "a record",
     "block_formats": "no arguments", "format_table": "takes rows of compare_quantization", "get_block_format": "takes a block-format name",
 }

@@ -33,6 +33,7 @@ LAYER_OF_PREFIX = {
     "floatfmt._info": "core",
     "floatfmt._block_formats": "core",
     "floatfmt.packing": "core",
+    "floatfmt.threads": "core",
     # arithmetic: error-free transformations, ops, arrays, accumulation, matrix units
     "floatfmt.eft": "arithmetic",
     "floatfmt.ops": "arithmetic",

@@ -92,6 +92,8 @@ def _resolve(fmt):
     return get_format(fmt)
 
 
+# size: one rule read top to bottom (intake, calibration of the int and float schemes, the single
+# rounding, the clipping limits of the gradient), mirroring quantization.fake_quant step by step
 def fake_quant(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=None,
                rounding="nearest_even", scale=None, margin=0, pow2_scale=False,
                narrow_range=None, overflow="saturate", rng=None, ste=None):

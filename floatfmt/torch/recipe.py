@@ -1,0 +1,180 @@
+"""Precision recipes for ``floatfmt.torch.emulate``: what every emulated GEMM does, as data.
+
+A ``Recipe`` says, for each ``nn.Linear`` (and each ``floatfmt.torch.matmul``):
+
+* the format of the forward operands (inputs and weights, ``fwd_fmt``) and of the
+  output gradient in backward (``bwd_fmt``);
+* how they are scaled into that format (``scaling``):
+
+  ``"none"``     ``ff.cast(x, fmt)`` with the format's own overflow rule (fp16: Inf,
+                 OCP E4M3: NaN), no scale;
+  ``"tensor"``   current per-tensor scaling, ``ff.quantize(x, fmt)``
+                 (``scale = fp32(amax / max)``, saturating);
+  ``"delayed"``  per-tensor scaling from an amax history, ``ff.DelayedScaling``
+                 (``history_len``, ``amax_algo``, ``margin``), Transformer Engine's recipe;
+  ``"block"``    MX or NVFP4 block scaling, ``ff.quantize(x, fmt, axis=k)`` with ``k``
+                 the axis the GEMM reduces over (``fwd_fmt``/``bwd_fmt`` an ``mx*`` name
+                 or ``"nvfp4"``);
+
+* the GEMM: a tensor-core ``model`` (a GPU name such as ``"h100"``, or a
+  ``TensorCoreModel``) or, with ``model=None``, an ``acc_fmt`` accumulator summed in
+  ``order`` (``ff.matmul``'s rules);
+* the output formats: ``out_fmt`` for the forward output and the input gradient,
+  ``wgrad_fmt`` for the weight (and bias) gradient;
+* ``loss_scaling``: whether the recipe expects the loss to be scaled (fp16); the
+  scaler itself is the user's (``ff.LossScaler`` or ``torch.amp.GradScaler``).
+
+A user's own recipe is ``Recipe(name=..., ...)`` or ``get_recipe("bf16").replace(...)``.
+
+>>> r = get_recipe("fp8_tensorwise")
+>>> r.fwd_fmt, r.bwd_fmt, r.scaling, r.model
+('fp8_e4m3', 'fp8_e5m2', 'delayed', 'h100')
+>>> get_recipe("bf16").replace(name="bf16_a100", model="a100").model
+'a100'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .._block_formats import get_block_format, is_block_format
+from .._formats import get_format
+from .._names import unknown_name
+from ..accumulate import ORDERS
+from ..tensorcore import TensorCoreModel, get_model
+
+__all__ = ["Recipe", "RECIPES", "SCALINGS", "get_recipe", "recipes"]
+
+#: How operands are brought into their format (see the module docstring).
+SCALINGS = ("none", "tensor", "delayed", "block")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A precision recipe for emulated GEMMs (fields: see the module docstring).
+
+    Fields
+    ------
+    name : e.g. ``"bf16"``.
+    fwd_fmt : format of the forward operands (x and W), e.g. ``"bf16"``, ``"fp8_e4m3"``,
+        ``"mxfp4"``.
+    bwd_fmt : format of the output gradient (the backward GEMMs' other operand).
+    scaling : ``"none"``, ``"tensor"``, ``"delayed"`` or ``"block"``.
+    model : tensor-core model (GPU name or ``TensorCoreModel``), or None for ``acc_fmt``.
+    acc_fmt : accumulator format (with ``model``: ``"fp32"``, or ``"fp16"`` where the unit has one).
+    order : accumulation order without a model (``ff.matmul``'s ``order``).
+    out_fmt : format of the forward output and of the input gradient.
+    wgrad_fmt : format of the weight and bias gradients.
+    history_len, amax_algo, margin : ``ff.DelayedScaling``'s settings (``scaling="delayed"``).
+    loss_scaling : the recipe needs a scaled loss (fp16 gradients underflow without it).
+    description : free text.
+    """
+
+    name: str
+    fwd_fmt: str = "fp32"
+    bwd_fmt: str = "fp32"
+    scaling: str = "none"
+    model: str | TensorCoreModel | None = None
+    acc_fmt: str = "fp32"
+    order: str = "sequential"
+    out_fmt: str = "fp32"
+    wgrad_fmt: str = "fp32"
+    history_len: int = 16
+    amax_algo: str = "max"
+    margin: int = 0
+    loss_scaling: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.scaling not in SCALINGS:
+            raise unknown_name("scaling", self.scaling, SCALINGS)
+        if self.order not in ORDERS:
+            raise unknown_name("order", self.order, ORDERS)
+        for what in ("fwd_fmt", "bwd_fmt"):
+            fmt = getattr(self, what)
+            if not isinstance(fmt, str):
+                raise TypeError(f"{what} must be a format name, not {type(fmt).__name__}")
+            if self.scaling == "block":
+                get_block_format(fmt)  # raises, listing the block formats
+            elif is_block_format(fmt):
+                raise ValueError(f"{what}={fmt!r} is a block format: it needs scaling='block', "
+                                 f"not {self.scaling!r}")
+            else:
+                _check_narrow(get_format(fmt), what)
+        for what in ("out_fmt", "wgrad_fmt", "acc_fmt"):
+            _check_narrow(get_format(getattr(self, what)), what)
+        if self.model is not None:
+            if self.scaling == "block":
+                raise ValueError("a tensor-core model takes per-tensor operands; block-scaled "
+                                 "(MX / NVFP4) units are not modelled: use model=None and acc_fmt")
+            if self.order != "sequential":
+                raise ValueError("order does not apply with a tensor-core model (it fixes the order)")
+            get_model(self.model, self.fwd_fmt, self.acc_fmt)  # raises for a unit without these inputs
+            get_model(self.model, self.bwd_fmt, self.acc_fmt)
+        if self.amax_algo not in ("max", "most_recent"):
+            raise unknown_name("amax_algo", self.amax_algo, ("max", "most_recent"))
+        if not isinstance(self.history_len, int) or self.history_len < 1:
+            raise ValueError(f"history_len must be a positive integer, not {self.history_len!r}")
+
+    def replace(self, **changes: object) -> "Recipe":
+        """A copy with some fields changed (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _check_narrow(f, what: str) -> None:
+    """Every emulated value must fit a float32 tensor exactly (no second rounding on the way back)."""
+    fp32 = get_format("fp32")
+    if f.kind != "float" or f.mbits > fp32.mbits or f.emax > fp32.emax or f.emin < fp32.emin:
+        raise ValueError(f"{what}={f.name!r}: emulated tensors are float32, so formats must be "
+                         "float formats no wider than fp32")
+
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in (
+    Recipe("fp32", description="fp32 operands, fp32 accumulator summed in K order (a CUDA-core SGEMM)"),
+    Recipe("tf32", model="h100",
+           description="fp32 tensors read as TF32 by the H100 tensor core (torch allow_tf32)"),
+    Recipe("bf16", fwd_fmt="bf16", bwd_fmt="bf16", model="h100", out_fmt="bf16", wgrad_fmt="bf16",
+           description="torch.autocast(bfloat16) on H100: bf16 operands and outputs, fp32 accumulation"),
+    Recipe("fp16", fwd_fmt="fp16", bwd_fmt="fp16", model="h100", out_fmt="fp16", wgrad_fmt="fp16",
+           loss_scaling=True,
+           description="torch.autocast(float16) on H100 with a loss scaler (fp16 gradients underflow)"),
+    Recipe("fp8_tensorwise", fwd_fmt="fp8_e4m3", bwd_fmt="fp8_e5m2", scaling="delayed", model="h100",
+           out_fmt="bf16", wgrad_fmt="bf16", history_len=16,
+           description="Transformer Engine HYBRID delayed scaling: E4M3 forward, E5M2 gradients, "
+                       "per-tensor scales from a 16-step amax history, H100 FP8 tensor cores"),
+    Recipe("fp8_unscaled", fwd_fmt="fp8_e4m3", bwd_fmt="fp8_e5m2", scaling="none", model="h100",
+           out_fmt="bf16", wgrad_fmt="bf16",
+           description="FP8 without scaling: values cast as they are (E4M3 overflows to NaN past "
+                       "448, small E5M2 gradients flush to zero)"),
+    Recipe("mxfp8", fwd_fmt="mxfp8_e4m3", bwd_fmt="mxfp8_e4m3", scaling="block", out_fmt="bf16",
+           wgrad_fmt="bf16",
+           description="OCP MXFP8 (E4M3 elements everywhere, as Transformer Engine's MXFP8 recipe), "
+                       "blocks of 32 along each GEMM's K; fp32 accumulation of the dequantised products"),
+    Recipe("mxfp4", fwd_fmt="mxfp4_e2m1", bwd_fmt="mxfp4_e2m1", scaling="block", out_fmt="bf16",
+           wgrad_fmt="bf16",
+           description="OCP MXFP4 forward and backward, round to nearest, blocks of 32 along K"),
+    Recipe("nvfp4", fwd_fmt="nvfp4", bwd_fmt="nvfp4", scaling="block", out_fmt="bf16", wgrad_fmt="bf16",
+           description="NVFP4 (E2M1, E4M3 scale per 16 along K, fp32 tensor scale), round to nearest"),
+)}
+
+
+def recipes() -> dict[str, Recipe]:
+    """Every named recipe.
+
+    >>> sorted(recipes())[:4]
+    ['bf16', 'fp16', 'fp32', 'fp8_tensorwise']
+    """
+    return dict(RECIPES)
+
+
+def get_recipe(recipe: str | Recipe) -> Recipe:
+    """A ``Recipe`` from its name (or the recipe itself); unknown names list the valid ones."""
+    if isinstance(recipe, Recipe):
+        return recipe
+    if not isinstance(recipe, str):
+        raise TypeError(f"recipe must be a name or a Recipe, not {type(recipe).__name__}")
+    key = recipe.strip().lower().replace("-", "_")
+    if key not in RECIPES:
+        raise unknown_name("recipe", recipe, RECIPES, note=" (or a Recipe)")
+    return RECIPES[key]
