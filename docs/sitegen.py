@@ -57,7 +57,8 @@ def tensorcore_table() -> str:
 
 _GROUPS = [
     ("Casting and codes", ["cast", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values"]),
-    ("Formats", ["Format", "FormatInfo", "formats", "get_format", "register", "info", "MODES", "OVERFLOWS"]),
+    ("Formats", ["Format", "FormatInfo", "formats", "get_format", "register", "info", "MODES", "OVERFLOWS",
+                 "p3109", "p3109_formats"]),
     ("Seeing the bits", ["explain", "compare"]),
     ("Arithmetic", ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "maximum",
                     "FPArray", "array", "scalar"]),

@@ -15,10 +15,11 @@ from importlib import import_module
 
 from ._cast import cast
 from .codec import classify, decode, encode, next_down, next_up, ulp, values
-from ._formats import Format, formats, get_format, register
+from ._formats import Format, formats, get_format, p3109, p3109_formats, register
 from ._info import BlockFormatInfo, FormatInfo, info
 from ._block_formats import BlockFormat, block_formats, get_block_format
 from .packing import pack, unpack
+from .fpflags import FlagCounts, flags
 from .rounding import MODES, OVERFLOWS
 from .threads import get_num_threads, limit_threads, set_num_threads
 
@@ -47,8 +48,9 @@ _LAZY = {
 }
 
 __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
-           "pack", "unpack",
-           "Format", "FormatInfo", "formats", "get_format", "register", "info",
+           "pack", "unpack", "flags", "FlagCounts",
+           "Format", "FormatInfo", "formats", "get_format", "register", "info", "p3109",
+           "p3109_formats",
            "BlockFormat", "BlockFormatInfo", "block_formats", "get_block_format",
            "MODES", "OVERFLOWS", "get_num_threads", "set_num_threads", "limit_threads", *_LAZY]
 

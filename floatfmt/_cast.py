@@ -11,13 +11,14 @@ from .dispatch import check_tensors
 from .exact import Exact, holds, to_exact
 from ._formats import FormatLike, get_format
 from ._types import Overflow, RngLike, Values
-from .rounding import Decision, decide, make_rng, resolve_mode, resolve_overflow, round_values
+from .rounding import (STOCHASTIC, Decision, decide, make_rng, resolve_mode, resolve_overflow,
+                       round_values)
 
 __all__ = ["cast", "round_exact", "rounding_decision", "tensor_exact"]
 
 
 def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
-                rng=None, sr_bits=None):
+                rng=None, sr_bits=None, sr_random=None):
     """Round an ``Exact`` record to ``fmt``; returns a float64 array (shape kept).
 
     The shared entry used by ``cast``, ``encode`` and the arithmetic layer: it
@@ -27,7 +28,8 @@ def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=
     fmt, values, mode, policy, daz_below, rng = _prepare(ex, fmt, rounding, overflow, daz, rng,
                                                           sr_bits)
     return round_values(values, fmt, mode, policy, ftz=bool(ftz), daz_below=daz_below,
-                        rng=rng, sr_bits=sr_bits, sticky=ex.sticky, resid=ex.resid)
+                        rng=rng, sr_bits=sr_bits, sticky=ex.sticky, resid=ex.resid,
+                        sr_random=sr_random)
 
 
 def _prepare(ex, fmt, rounding, overflow, daz, rng, sr_bits):
@@ -36,14 +38,15 @@ def _prepare(ex, fmt, rounding, overflow, daz, rng, sr_bits):
     fmt = get_format(fmt)
     mode = resolve_mode(rounding)
     policy = resolve_overflow(overflow, fmt)
-    if mode == "stochastic" and not is_tensor(ex.values):
+    if mode in STOCHASTIC and not is_tensor(ex.values):
         rng = make_rng(rng)
-    elif mode != "stochastic" and sr_bits is not None:
-        raise ValueError("sr_bits applies to rounding='stochastic' only")
+    elif mode not in STOCHASTIC and sr_bits is not None:
+        raise ValueError("sr_bits applies to the stochastic roundings only "
+                         f"({', '.join(repr(m) for m in STOCHASTIC)})")
     daz_below = ex.src.smallest_normal if (daz and ex.src.subnormals) else None
     values = ex.values
     xp = namespace(values)
-    if mode == "stochastic" and xp is not NUMPY:
+    if mode in STOCHASTIC and xp is not NUMPY:
         rng = xp.generator(rng, values)
     if policy == "wrap":
         # Reduce magnitudes modulo 2**bits first (exact: same sign, same fraction),
@@ -123,7 +126,7 @@ def rounding_decision(x, fmt, rounding="nearest_even", overflow=None, ftz=False,
 
 def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
          ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None,
-         dtype: Any = None, ste: str | None = None) -> Values:
+         dtype: Any = None, ste: str | None = None, sr_random: Any = None) -> Values:
     """Round ``x`` to the format ``fmt`` and return its value.
 
     The result is the exact input value rounded once to ``fmt`` under
@@ -136,12 +139,12 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     taken as it would be on its own), or a numpy / ml_dtypes / torch array of
     any dtype (int64 and uint64 included); nothing is rounded on the way in.
 
-    ``overflow``: ``"inf"``, ``"saturate"``, ``"nan"`` (``"wrap"`` for
-    integers) or None for the format's own behaviour.  ``ftz`` flushes
-    subnormal results to signed zero; ``daz`` treats inputs that are subnormal
-    in their own format as zero.  ``rng`` (a Generator or seed) and
-    ``sr_bits`` drive stochastic rounding (per block of a long array, keyed by the
-    block's index: the same result on any number of threads, see ``floatfmt.threads``).
+    ``overflow``: ``"inf"``, ``"saturate"``, ``"nan"``, ``"wrap"`` (integers),
+    P3109's ``"propagate"`` / ``"satnone"``, or None for the format's own.  ``ftz``
+    flushes subnormal results to signed zero; ``daz`` zeroes inputs subnormal in
+    their own format.  ``rng`` and ``sr_bits`` drive the stochastic modes (per
+    block, the same on any number of threads: ``floatfmt.threads``); ``sr_random``
+    gives their N-bit random integers instead (``rounding.round_values``).
 
     Scalars give a Python float; arrays keep their shape, in the input's float
     dtype when it holds every value of ``fmt`` exactly, else float64
@@ -188,12 +191,12 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     fmt = get_format(fmt)
     if is_tensor(x):
         ex = tensor_exact(x)
-        r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+        r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits, sr_random)
         return _tensor_result(x, ex, r, fmt, dtype, ste)
     if ste is not None:
         raise TypeError("ste= applies to torch tensors only (it sets their gradient)")
     ex = to_exact(x, wrap_bits=fmt.bits if overflow == "wrap" else None)
-    r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+    r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits, sr_random)
     if ex.scalar and dtype is None:
         return float(r)
     if dtype is not None:

@@ -18,6 +18,24 @@ are Inf and NaN is given by ``inf`` and ``nan``:
     the code of -0 (sign bit alone) is the only NaN (the "fnuz" formats).
 ``nan="none"``
     no NaN code at all (OCP FP6 / FP4, integers).
+
+Inf: with ``nan="ieee"`` the Inf codes are the exponent-all-ones, mantissa-zero
+codes.  With ``inf=True`` and ``nan="negative_zero"`` or ``"all_ones"`` (the
+IEEE P3109 formats) +Inf is the largest magnitude code that is not NaN and -Inf
+is that code with the sign bit: 0x7F / 0xFF in a signed 8-bit format whose NaN
+is 0x80, 0xFE in an unsigned one whose NaN is 0xFF (P3109 v4.0 section 4.7.2).
+
+``rules="p3109"`` marks the IEEE P3109 family (``binary{K}p{P}{s|u}{e|f}``, see
+``p3109``), whose conventions differ from IEEE 754 in four places:
+
+* "even" means an even *code* (P3109 section 4.7.4): for P = 1 (no mantissa
+  bits) the code of 2**e is its biased exponent, so ties and round-to-odd look
+  at e + bias, not at the significand (always 1);
+* unsigned formats have MinFinite = 0: a negative value is out of range below
+  and the overflow policy decides (``saturate`` gives 0, ``satnone`` NaN), where
+  IEEE-rules unsigned formats (E8M0) give NaN for every negative input;
+* the default overflow policy is ``satnone`` (P3109 SatNone, section 4.7.5);
+* ``next_up(+Inf)`` and ``next_down(-Inf)`` are NaN (section 4.16).
 """
 
 from __future__ import annotations
@@ -33,9 +51,10 @@ from ._names import unknown_name
 if TYPE_CHECKING:  # numpy is imported lazily here; the name is for annotations
     import numpy as np
 
-__all__ = ["Format", "get_format", "formats", "register", "FormatLike"]
+__all__ = ["Format", "get_format", "formats", "register", "p3109", "p3109_formats"]  # (and FormatLike, a type name for annotations)
 
 _NAN_KINDS = ("ieee", "all_ones", "negative_zero", "none")
+_RULES = ("ieee", "p3109")
 
 
 @dataclass(frozen=True, init=False)
@@ -57,6 +76,8 @@ class Format:
     negative_zero : whether -0 exists (False for fnuz and unsigned formats).
     zero : whether 0 exists (False for E8M0, whose code 0 is 2**-127).
     bits : total width; derived for floats, required for integers.
+    rules : ``"ieee"`` (IEEE 754 conventions, also used for OCP and fnuz formats)
+        or ``"p3109"`` (see the module docstring).
     """
 
     # After construction every field holds its final value (``bias``, ``negative_zero``
@@ -73,10 +94,12 @@ class Format:
     zero: bool
     bits: int
     description: str = field(default="", compare=False)
+    rules: str = "ieee"
 
     def __init__(self, name: str, ebits: int = 0, mbits: int = 0, bias: int | None = None, kind: str = "float",
                  inf: bool = True, nan: str = "ieee", signed: bool = True, negative_zero: bool | None = None,
-                 zero: bool = True, bits: int | None = None, description: str = "") -> None:
+                 zero: bool = True, bits: int | None = None, description: str = "",
+                 rules: str = "ieee") -> None:
         put = object.__setattr__  # frozen: set once here, as the generated __init__ would
         put(self, "name", name)
         put(self, "ebits", ebits)
@@ -90,6 +113,7 @@ class Format:
         put(self, "zero", zero)
         put(self, "bits", bits)
         put(self, "description", description)
+        put(self, "rules", rules)
         self.__post_init__()
 
     def __post_init__(self) -> None:
@@ -97,6 +121,8 @@ class Format:
             raise ValueError(f"Format.kind must be 'float' or 'int', not {self.kind!r}")
         if self.nan not in _NAN_KINDS:
             raise ValueError(f"Format.nan must be one of {_NAN_KINDS}, not {self.nan!r}")
+        if self.rules not in _RULES:
+            raise ValueError(f"Format.rules must be one of {_RULES}, not {self.rules!r}")
         put = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         if self.kind == "int":
             if not self.bits or not 1 <= self.bits <= 63:
@@ -121,14 +147,27 @@ class Format:
             put("bits", width)
         elif self.bits != width:
             raise ValueError(f"bits={self.bits} but sign+exponent+mantissa is {width}")
-        if self.inf and self.nan != "ieee":
-            raise ValueError("only nan='ieee' formats can have Inf codes")
+        if self.inf and self.nan == "none":
+            raise ValueError("a format with Inf codes needs a NaN code (nan='ieee', "
+                             "'negative_zero' or 'all_ones')")
         if self.nan == "negative_zero" and not self.signed:
             raise ValueError("nan='negative_zero' needs a sign bit")
         if self.emax < self.emin:
             raise ValueError("this exponent width leaves no finite binade")
 
     # ----- derived facts (exact) -------------------------------------------------
+    @property
+    def _bias(self) -> int:
+        """``bias`` as an int (always set once the Format is built)."""
+        assert self.bias is not None
+        return self.bias
+
+    @property
+    def _bits(self) -> int:
+        """``bits`` as an int (always set once the Format is built)."""
+        assert self.bits is not None
+        return self.bits
+
     @property
     def is_float(self) -> bool:
         return self.kind == "float"
@@ -152,24 +191,36 @@ class Format:
     @property
     def emin(self) -> int:
         """Exponent of the smallest normal binade."""
-        return (1 if self.subnormals else 0) - self.bias
+        return (1 if self.subnormals else 0) - self._bias
 
     @property
     def emax(self) -> int:
         """Exponent of the largest binade holding a finite value."""
-        top = (1 << self.ebits) - 1
-        if self.nan == "ieee" or (self.nan == "all_ones" and self.mbits == 0):
-            top -= 1
-        return top - self.bias
+        return (self.max_code >> self.mbits) - self._bias
+
+    @property
+    def _top_specials(self) -> int:
+        """How many magnitude codes at the top are NaN or Inf (ieee: the whole top binade)."""
+        if self.nan == "ieee":
+            return 1 << self.mbits
+        return int(self.nan == "all_ones") + int(self.inf)
 
     @cached_property
     def max_code(self) -> int:
         """Code (sign bit clear) of the largest finite value."""
         if self.kind == "int":
-            return (1 << (self.bits - 1)) - 1 if self.signed else (1 << self.bits) - 1
-        m_all = (1 << self.mbits) - 1
-        m = m_all - 1 if (self.nan == "all_ones" and self.mbits > 0) else m_all
-        return ((self.emax + self.bias) << self.mbits) | m
+            return (1 << (self._bits - 1)) - 1 if self.signed else (1 << self._bits) - 1
+        return (1 << (self.ebits + self.mbits)) - 1 - self._top_specials
+
+    @property
+    def inf_code(self) -> int | None:
+        """Code (sign bit clear) of +Inf, or None: the exponent-all-ones code for
+        nan='ieee', else the code just above max_code (P3109 section 4.7.2)."""
+        if not self.inf:
+            return None
+        if self.nan == "ieee":
+            return ((1 << self.ebits) - 1) << self.mbits
+        return self.max_code + 1
 
     @cached_property
     def max_exact(self) -> Fraction:
@@ -187,8 +238,10 @@ class Format:
     def min(self) -> float:
         """Most negative finite value (``-max`` for signed floats, 0 or -2**(n-1) else)."""
         if self.kind == "int":
-            return float(-(1 << (self.bits - 1))) if self.signed else 0.0
-        return -self.max if self.signed else self.smallest_normal
+            return float(-(1 << (self._bits - 1))) if self.signed else 0.0
+        if self.signed:
+            return -self.max
+        return 0.0 if self.rules == "p3109" else self.smallest_normal
 
     @property
     def smallest_normal(self) -> float:
@@ -203,7 +256,9 @@ class Format:
 
     @property
     def default_overflow(self) -> str:
-        """The non-saturating behaviour of the format itself."""
+        """The non-saturating behaviour of the format itself (P3109: SatNone)."""
+        if self.rules == "p3109":
+            return "satnone"
         if self.inf:
             return "inf"
         if self.is_float and self.has_nan:
@@ -219,6 +274,8 @@ class Format:
         extras.append(f"nan={self.nan}")
         if not self.signed:
             extras.append("unsigned")
+        if self.rules != "ieee":
+            extras.append(f"rules={self.rules}")
         return (f"Format({self.name!r}, e{self.ebits}m{self.mbits}, bias={self.bias}, "
                 f"{', '.join(extras)})")
 
@@ -313,7 +370,92 @@ def register(fmt: Format, *aliases: str) -> Format:
     return fmt
 
 
+# IEEE P3109 names (section 3.2): "binary8p3se", and gfloat's spelling "p3109_k8p3se".
+_P3109_PATTERN = re.compile(r"^(?:binary|p3109_k)(\d+)p(\d+)([a-z]*)$")
+_SIGNEDNESS = {"s": True, "u": False}
+_DOMAIN = {"e": True, "f": False}
+
+
+def p3109(k: int, p: int, signed: bool = True, extended: bool = True) -> Format:
+    """The IEEE P3109 format Binary{k}p{p}{s|u}{e|f} (P3109 v4.0, sections 3.1-3.2, 4.7).
+
+    Bitwidth ``k`` > 2, precision ``p`` (1 <= p < k signed, 1 <= p <= k unsigned),
+    exponent bias 2**(k-p-1) (signed) or 2**(k-p) (unsigned), subnormals, one NaN,
+    no -0; ``extended`` adds +-Inf.  Codes (section 4.7.2): signed NaN 2**(k-1),
+    +Inf 2**(k-1)-1, -Inf 2**k-1, negatives 2**(k-1) + the code of |x|; unsigned
+    NaN 2**k-1, +Inf 2**k-2.  floatfmt holds values in float64, so the exponent
+    field (k-p signed, k-p+1 unsigned) can have at most 11 bits and p at most 53.
+
+    >>> f = p3109(8, 3); f.name, f.bias, f.max, hex(f.inf_code)
+    ('binary8p3se', 16, 49152.0, '0x7f')
+    >>> p3109(8, 4, signed=False, extended=False).max
+    57344.0
+    """
+    for opt, v in (("K (bitwidth)", k), ("P (precision)", p)):
+        if not isinstance(v, (int,)) or isinstance(v, bool):
+            raise TypeError(f"P3109 {opt} must be an int, not {type(v).__name__}")
+    if k < 3 or k > 64:
+        raise ValueError(f"P3109 K (bitwidth) {k} is out of range: valid K are 3..64 "
+                         "(P3109 requires K > 2; floatfmt codes have at most 64 bits)")
+    width = k - p if signed else k - p + 1  # exponent field
+    p_lo = max(1, (k - 11) if signed else (k - 10))
+    p_hi = min(k - 1 if signed else k, 53)
+    if not p_lo <= p <= p_hi:
+        rule = "0 < P < K for signed formats" if signed else "0 < P <= K for unsigned formats"
+        extra = "" if p_lo == 1 and p_hi == (k - 1 if signed else k) else (
+            "; floatfmt holds values in float64, so the exponent field has at most 11 bits "
+            "and P is at most 53")
+        raise ValueError(f"P3109 P (precision) {p} is out of range for K={k} "
+                         f"{'signed' if signed else 'unsigned'}: valid P are {p_lo}..{p_hi} "
+                         f"(P3109 section 3.1: {rule}{extra})")
+    bias = 1 << (k - p - 1) if signed else 1 << (k - p)
+    name = f"binary{k}p{p}{'s' if signed else 'u'}{'e' if extended else 'f'}"
+    desc = (f"IEEE P3109 Binary{k}p{p}{'s' if signed else 'u'}{'e' if extended else 'f'}: "
+            f"{'signed' if signed else 'unsigned'}, {'extended (+-Inf)' if extended else 'finite'}, "
+            f"bias {bias}, one NaN, no -0")
+    return Format(name, width, p - 1, bias, inf=extended,
+                  nan="negative_zero" if signed else "all_ones", signed=signed,
+                  rules="p3109", description=desc)
+
+
+def p3109_formats(k: int = 8) -> list[str]:
+    """Names of every P3109 format of bitwidth ``k`` that floatfmt can hold, signed
+    before unsigned, extended before finite, by precision.
+
+    >>> len(p3109_formats(8)), p3109_formats(8)[:2]
+    (30, ['binary8p1se', 'binary8p1sf'])
+    """
+    out = []
+    for signed in (True, False):
+        for p in range(1, (k if signed else k + 1)):
+            width = k - p if signed else k - p + 1
+            if width <= 11 and p <= 53:
+                out += [f"binary{k}p{p}{'s' if signed else 'u'}{d}" for d in "ef"]
+    return out
+
+
+def _parse_p3109(key: str) -> Format | None:
+    m = _P3109_PATTERN.match(key)
+    if not m:
+        return None
+    k, p, tail = int(m[1]), int(m[2]), m[3]
+    sign, dom = tail[:1], tail[1:]
+    if sign not in _SIGNEDNESS:
+        raise ValueError(f"format {key!r}: P3109 signedness letter {sign!r} is not valid: "
+                         "valid are 's' (signed) and 'u' (unsigned), as in 'binary8p3se'")
+    if dom not in _DOMAIN:
+        raise ValueError(f"format {key!r}: P3109 domain letter {dom!r} is not valid: "
+                         "valid are 'e' (extended, with Inf) and 'f' (finite), as in 'binary8p3se'")
+    try:
+        return p3109(k, p, _SIGNEDNESS[sign], _DOMAIN[dom])
+    except ValueError as e:
+        raise ValueError(f"format {key!r}: {e}") from None
+
+
 def _parse_pattern(key: str) -> Format | None:
+    fp = _parse_p3109(key)
+    if fp is not None:
+        return fp
     mi = _INT_PATTERN.match(key)
     if mi:
         bits = int(mi[2])
@@ -401,7 +543,8 @@ def get_format(fmt: FormatLike) -> Format:
 
 def _unknown_format(name: str, reason: str = "") -> ValueError:
     return unknown_name("format", name, _REGISTRY, also=_ALIASES, cutoff=0.5, listed_as="Valid formats",
-                        note=" (or 'eXmY', 'eXmYfn', 'eXmYfnuz')", reason=reason)
+                        note=" (or 'eXmY', 'eXmYfn', 'eXmYfnuz', and the IEEE P3109 "
+                             "'binaryKpP' + 's'/'u' + 'e'/'f', e.g. 'binary8p3se')", reason=reason)
 
 
 def hex_code(code: int, fmt: FormatLike) -> str:
@@ -410,4 +553,4 @@ def hex_code(code: int, fmt: FormatLike) -> str:
     >>> hex_code(0x1D, "fp8_e4m3"), hex_code(1, "fp16"), hex_code(3, "fp4_e2m1")
     ('0x1d', '0x0001', '0x3')
     """
-    return f"0x{int(code):0{(get_format(fmt).bits + 3) // 4}x}"
+    return f"0x{int(code):0{(get_format(fmt)._bits + 3) // 4}x}"

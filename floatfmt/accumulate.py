@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import eft
+from . import eft, fpflags
 from .dispatch import tensor_entry
 from .ops_device import device_sum
 from .tensorcore_device import device_dot, device_matmul
@@ -108,6 +108,7 @@ def _round_add(acc, term, actx):
         ts, cs = eft.to_sticky(s.reshape(-1)[idx], e.reshape(-1)[idx], fine=fine)
         tf[idx] = ts
         cf[idx] = cs
+    fpflags.note_invalid(t, acc, term)
     if actx.mode == "down" or not actx.fmt.has_nan:
         if not actx.fmt.has_nan:
             check_invalid(t, actx, "accumulation")
@@ -238,7 +239,9 @@ def _exact_sum_axis0(T, octx):
     # Inf / NaN terms give exact specials; an Inf from int_to_sticky is a finite sum past
     # the float64 range and keeps its class (so toward_zero etc. can give max)
     cls = np.where(has_nan | (inf_val != 0), 0, cls).astype(cls.dtype)
-    check_invalid(out, octx, "sum")
+    # flags: NaN terms are quiet; Inf + (-Inf) is an invalid operation
+    nan_terms = (np.where(np.isnan(X).any(0), np.nan, 0.0),) if fpflags.active() else ()
+    check_invalid(out, octx, "sum", *nan_terms)
     return octx.round(out, cls).reshape(rest)
 
 
@@ -371,6 +374,7 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
         out_shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
         xk = lambda k: x[..., :, k, None]  # noqa: E731
         yk = lambda k: y[..., None, k, :]  # noqa: E731
+    fpflags.note_products(x, y, kind)
     if n == 0:
         return np.zeros(out_shape)
     if not eft.product_is_exact(fmt):
@@ -434,7 +438,7 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
 def _seq_products_ok(actx) -> bool:
     """Whether ``_seq_products`` applies: the remainder class is all the rounding needs
     (not stochastic), IEEE zero signs are numpy's (not ``down``), and NaN is a value."""
-    return actx.mode not in ("stochastic", "down") and actx.fmt.has_nan
+    return actx.mode not in ("stochastic", "down") and actx.fmt.has_nan and not fpflags.active()
 
 
 _SEQ_TILE = 1 << 12  # fewest outputs per tile of _seq_products_rows

@@ -21,7 +21,7 @@ from .dispatch import check_tensors, from_host, host_kernels, to_host
 from .exact import holds, to_exact
 from ._formats import Format, FormatLike, get_format
 from ._types import Overflow, RngLike, Values
-from .rounding import make_rng, resolve_mode
+from .rounding import STOCHASTIC, make_rng, resolve_mode
 from .threads import run_blocks
 
 __all__ = ["encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
@@ -129,7 +129,9 @@ def _codes(r, fmt: Format, xp=NUMPY):
         code = code - (_to_int64(sub, xp) << m)
     inf = xp.isinf(a)
     if xp.any(inf):
-        code = xp.where(inf, ((1 << fmt.ebits) - 1) << m, code)
+        if not fmt.inf:
+            raise ValueError(f"{fmt.name} has no Inf code; the input holds Inf")
+        code = xp.where(inf, fmt.inf_code, code)
     if fmt.signed:
         code = code | (_to_int64(bits < 0, xp) << (fmt.bits - 1))
     if any_nan:
@@ -157,6 +159,8 @@ def codes_to_values(codes, fmt: Format) -> np.ndarray:
     sig = sig.astype(np.float64) if xp is NUMPY else sig.to(xp.t.float64)
     with np.errstate(over="ignore"):  # the Inf/NaN exponent field of fp64 (replaced below)
         v = xp.ldexp(sig, xp.where(sub, fmt.emin, e - fmt.bias) - fmt.mbits)
+    if fmt.inf and fmt.nan != "ieee":  # P3109: +-Inf just above the largest finite code
+        v = xp.where((c & ((1 << (fmt.ebits + fmt.mbits)) - 1)) == fmt.inf_code, np.inf, v)
     if fmt.nan == "ieee":
         top = e == emask
         v = xp.where(top, xp.where(m == 0, np.inf, np.nan), v)
@@ -178,7 +182,7 @@ def _table(fmt: Format) -> np.ndarray:
 
 def encode(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
            ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None,
-           container: FormatLike | None = None) -> Values:
+           container: FormatLike | None = None, sr_random: Any = None) -> Values:
     """Round ``x`` to ``fmt`` (as ``cast`` does) and return the bit patterns.
 
     Codes come right-aligned in the smallest unsigned dtype that holds them.
@@ -201,13 +205,13 @@ def encode(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow:
         if not holds(target, fmt):
             raise ValueError(f"container {target.name} cannot hold every {fmt.name} value")
     ex = tensor_exact(x) if is_tensor(x) else to_exact(x)
-    if is_tensor(x) or ex.values.size == 0:
-        codes = values_to_codes(round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits),
-                                target)
+    if is_tensor(x) or ex.values.size == 0 or sr_random is not None:
+        codes = values_to_codes(round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits,
+                                            sr_random), target)
         return int(codes) if ex.scalar else codes
     # chunk by chunk from the input to the codes (no float64 array of the whole result);
     # under stochastic rounding the same draws as cast (per block, see floatfmt.threads)
-    g = make_rng(rng) if resolve_mode(rounding) == "stochastic" else None
+    g = make_rng(rng) if resolve_mode(rounding) in STOCHASTIC else None
 
     def chunk(e, gb=rng):
         return _codes(round_exact(e, fmt, rounding, overflow, ftz, daz, gb, sr_bits), target)
@@ -292,7 +296,7 @@ def classify(x: Values, fmt: FormatLike, rounding: str = "nearest_even", **optio
                         f"valid: {', '.join(_CAST_OPTIONS)}")
     opts = {**_CAST_OPTIONS, **options}
     rng = opts.pop("rng")
-    if resolve_mode(rounding) == "stochastic":
+    if resolve_mode(rounding) in STOCHASTIC:
         rng = make_rng(rng)  # one stream across the chunks (per block: see floatfmt.threads)
     else:
         rng = None  # (round_exact ignores it outside stochastic rounding)
@@ -330,8 +334,10 @@ def _step(r, fmt: Format, up: bool):
     out = side * mag
     if not fmt.signed:
         out = np.where(side < 0, np.nan, out)
-    # Infinities: one step inward gives +-max; outward stays infinite.
-    inward = np.where((r > 0) == up, r, np.copysign(fmt.max, r))
+    # Infinities: one step inward gives +-max; outward stays infinite (IEEE nextUp), or
+    # is NaN in P3109 formats (section 4.16: nothing compares greater than +Inf).
+    outward = np.nan if fmt.rules == "p3109" else r
+    inward = np.where((r > 0) == up, outward, np.copysign(fmt.max, r))
     return np.where(fin, out, np.where(np.isnan(r), np.nan, inward))
 
 
@@ -362,7 +368,8 @@ def _neighbour_chunk(ex, fmt: Format, up: bool):
 
 def next_up(x: Values, fmt: FormatLike) -> Values:
     """Smallest value of ``fmt`` strictly greater than ``x`` (+Inf past max, or NaN
-    for formats without Inf).
+    for formats without Inf; +Inf for +Inf, but NaN in the P3109 formats, whose
+    NextGreaterThan(Inf) is NaN, section 4.16).
 
     >>> next_up(1.0, "fp16"), next_up(0.0, "fp8_e4m3"), next_up(-0.5, "fp4_e2m1")
     (1.0009765625, 0.001953125, -0.0)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ._formats import get_format
+from ._formats import FormatLike, get_format
 from .exact import to_exact
 from .quantization import quantize
 from .quantized import choose
@@ -48,8 +48,9 @@ class DelayedScaling:
 
     ALGOS = ("max", "most_recent")
 
-    def __init__(self, history_len=16, algo="max", margin=0, fwd_format="fp8_e4m3",
-                 bwd_format="fp8_e5m2", pow2_scale=False):
+    def __init__(self, history_len: int = 16, algo: str = "max", margin: int = 0,
+                 fwd_format: FormatLike = "fp8_e4m3", bwd_format: FormatLike = "fp8_e5m2",
+                 pow2_scale: bool = False) -> None:
         if not isinstance(history_len, (int, np.integer)) or history_len < 1:
             raise ValueError(f"history_len must be a positive integer, not {history_len!r}")
         self.history_len = int(history_len)

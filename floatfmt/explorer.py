@@ -29,14 +29,14 @@ from pathlib import Path
 
 from ._version import __version__
 from ._formats import Format, formats, get_format
-from .rounding import MODES, resolve_overflow
+from .rounding import MODES, STOCHASTIC, resolve_overflow
 
 __all__ = ["EXPLORER_FORMATS", "EXPLORER_MODES", "explorer_data", "explorer_html", "write_explorer"]
 
 _ASSETS = Path(__file__).with_name("explorer_assets")
 
 #: The rounding modes the page offers: every deterministic mode of ``MODES``.
-EXPLORER_MODES = tuple(m for m in MODES if m != "stochastic")
+EXPLORER_MODES = tuple(m for m in MODES if m not in STOCHASTIC)  # (deterministic only)
 
 
 def _explorer_formats() -> list[str]:
@@ -79,8 +79,7 @@ def _format_record(fmt: Format) -> dict:
 
 
 def _mx_records() -> dict:
-    import numpy as np
-
+    from ._block_formats import get_block_format
     from .blockscale import MX_FORMATS, SCALE_ROUNDINGS, mx_shared_exponent
     from .quantization import quantize
 
@@ -88,7 +87,7 @@ def _mx_records() -> dict:
     for name, elem_name in MX_FORMATS.items():
         elem = get_format(elem_name)
         emax = -int(mx_shared_exponent(1.0, name))  # E = floor(log2 1) - emax_elem
-        block = int(quantize(np.zeros(1), name).block_size)
+        block = get_block_format(name).block_size
         # integer elements hold code / 2**shift (MXINT8: 1.0 is code 64 when E = 0)
         shift = 0
         if elem.kind == "int":

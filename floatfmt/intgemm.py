@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ._formats import get_format
+from ._formats import FormatLike, get_format
 from .quantized import QuantizedTensor, width
 from .quotients import mul_fp64, remainder_kwargs, scaled_product, scaled_quotient
 from .rounding import resolve_mode, round_values
@@ -76,8 +77,9 @@ def _matmul_operand(q, name, allowed_axis):
             np.asarray(q.scale, np.float64))
 
 
-def int_matmul(qa: QuantizedTensor, qb: QuantizedTensor, out_scale=None, out_zero_point=0,
-               out_fmt="int8", rounding="nearest_even") -> IntMatmulResult:
+def int_matmul(qa: QuantizedTensor, qb: QuantizedTensor, out_scale: Any = None,
+               out_zero_point: int = 0, out_fmt: FormatLike = "int8",
+               rounding: str = "nearest_even") -> IntMatmulResult:
     """Integer matrix product with an int32 accumulator, as INT8 tensor cores do it.
 
     ``acc[i, j] = sum_k (qa[i, k] - za) * (qb[k, j] - zb)`` is computed exactly; an

@@ -41,8 +41,9 @@ class LossScaler:
     65536.0
     """
 
-    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
-                 growth_interval=2000, dynamic=True):
+    def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000,
+                 dynamic: bool = True) -> None:
         if not (isinstance(init_scale, (int, float, np.floating, np.integer)) and init_scale > 0):
             raise ValueError(f"init_scale must be a positive number, not {init_scale!r}")
         if not growth_factor > 1.0:

@@ -49,13 +49,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import eft, ops_device
+from . import eft, fpflags, ops_device
 from ._cast import round_exact
 from .dispatch import tensor_entry
 from .exact import holds, to_exact
 from ._formats import Format, FormatLike, get_format
 from ._types import Overflow, RngLike, Values
-from .rounding import make_rng, resolve_mode, resolve_overflow, round_values
+from .rounding import STOCHASTIC, make_rng, resolve_mode, resolve_overflow, round_values
 from .threads import run_blocks
 
 __all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "maximum",
@@ -81,7 +81,7 @@ class _Ctx:
     def fine(self) -> bool:
         """Whether exact results must carry their remainder (``resid``), not only its class:
         stochastic rounding needs it (see ``floatfmt.eft.to_sticky``)."""
-        return self.mode == "stochastic"
+        return self.mode in STOCHASTIC
 
     def round(self, t, cls=None, out=None):
         """Round exact values t; ``cls`` is a uint8 remainder class or an int64 resid."""
@@ -96,10 +96,10 @@ def make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits=None) -> _Ctx:
     fmt = get_format(fmt)
     mode = resolve_mode(rounding)
     policy = resolve_overflow(overflow, fmt)
-    if mode == "stochastic":
+    if mode in STOCHASTIC:
         rng = make_rng(rng)  # one generator for every operand and the result
     elif sr_bits is not None:
-        raise ValueError("sr_bits applies to rounding='stochastic' only")
+        raise ValueError("sr_bits applies to the stochastic roundings only")
     return _Ctx(fmt, mode, policy, bool(ftz), bool(daz), rng, sr_bits, rounding, overflow)
 
 
@@ -177,7 +177,10 @@ def _finish(r, scalar):
     return float(r) if scalar else r
 
 
-def check_invalid(t, ctx: _Ctx, opname):
+def check_invalid(t, ctx: _Ctx, opname, *operands):
+    """ValueError when a format without NaN gets an invalid result; inside ``ff.flags()``
+    also counts ``invalid`` where t is NaN and none of ``operands`` is."""
+    fpflags.note_invalid(t, *operands)
     if (not ctx.fmt.has_nan or ctx.fmt.kind == "int") and np.isnan(t).any():
         raise ValueError(
             f"{opname} in {ctx.fmt.name} has an invalid result (such as 0/0, Inf - Inf, 0 * Inf "
@@ -249,7 +252,7 @@ def _block_ctx(ctx: _Ctx, g) -> _Ctx:
 def _blocks(ctx: _Ctx, size: int, work) -> None:
     """``work(i, j, g)`` over the blocks of ``range(size)`` on the threads (see
     ``floatfmt.threads``; ``g`` is the block's generator under stochastic rounding)."""
-    rng = ctx.rng if ctx.mode == "stochastic" else None
+    rng = ctx.rng if ctx.mode in STOCHASTIC else None
     run_blocks(size, work, rng if isinstance(rng, np.random.Generator) else None)
 
 
@@ -395,7 +398,7 @@ def _run_fast(ctx: _Ctx, impl, fast, *args):
     """``impl`` (add/sub/mul/fma) over the operands, with ``fast`` (one of the ``_fast_*``)
     on each chunk whose operands are in the format, where it applies; else ``_run``."""
     fmt = ctx.fmt
-    if ctx.ftz or ctx.daz or not _fast_ok(fmt):
+    if ctx.ftz or ctx.daz or not _fast_ok(fmt) or fpflags.active():
         return _run(impl, ctx, *args)
     ops, check = [], []
     for x in args:
@@ -446,7 +449,7 @@ def _broadcast(opname, *arrays):
 def _add_values(x, y, ctx, opname):
     x, y = _broadcast(opname, x, y)
     t, cls = eft.exact_sum(x, y, ctx.fine)
-    check_invalid(t, ctx, opname)
+    check_invalid(t, ctx, opname, x, y)
     if ctx.mode == "down":  # numpy already gives IEEE zero signs in the other modes
         t = zero_signs(t, cls, x, y, ctx.mode)
     return ctx.round(t, cls)
@@ -486,7 +489,7 @@ def _mul_impl(ctx, a, b):
 def _mul_values(x, y, ctx):
     x, y = _broadcast("mul", x, y)
     t, cls = eft.exact_product(x, y, eft.product_is_exact(ctx.fmt), ctx.fine)
-    check_invalid(t, ctx, "mul")
+    check_invalid(t, ctx, "mul", x, y)
     return ctx.round(t, cls)
 
 
@@ -512,7 +515,8 @@ def _div_impl(ctx, a, b):
     (x, sx), (y, sy) = operand_values(a, ctx), operand_values(b, ctx)
     x, y = _broadcast("div", x, y)
     t, cls = eft.exact_quotient(x, y, ctx.fine)
-    check_invalid(t, ctx, "div")
+    check_invalid(t, ctx, "div", x, y)
+    fpflags.note_division(x, y)
     return ctx.round(t, cls), sx and sy
 
 
@@ -532,7 +536,7 @@ def sqrt(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
 def _sqrt_impl(ctx, a):
     x, sx = operand_values(a, ctx)
     t, cls = eft.exact_sqrt(x, ctx.fine, eft.resid_slack(ctx.fmt) if ctx.fine else 0)
-    check_invalid(t, ctx, "sqrt")
+    check_invalid(t, ctx, "sqrt", x)
     return ctx.round(t, cls), sx
 
 
@@ -559,7 +563,7 @@ def _fma_values(x, y, z, ctx):
     x, y, z = _broadcast("fma", x, y, z)
     narrow = eft.product_is_exact(ctx.fmt)
     t, cls = eft.exact_fma(x, y, z, narrow, ctx.fine)
-    check_invalid(t, ctx, "fma")
+    check_invalid(t, ctx, "fma", x, y, z)
     if (ctx.mode == "down" or not narrow) and (t == 0).any():
         # stand-in for the exact product: a signed zero where it is zero, else 1
         p = np.where((x == 0) | (y == 0), np.where(np.signbit(x) ^ np.signbit(y), -0.0, 0.0), 1.0)

@@ -39,7 +39,7 @@ from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
 from .dispatch import check_tensors
 from .eft import product_is_exact
-from .rounding import resolve_mode, resolve_overflow, round_values
+from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 
 __all__ = ["quotient_sticky", "root_sticky", "device_sum", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
            "device_sqrt", "device_neg", "device_abs", "device_minimum", "device_maximum"]
@@ -61,7 +61,7 @@ class _Call:
                  ftz: Any, daz: Any, sr_bits: Any = None):
         self.name = f"floatfmt.{name}"
         self.device = check_tensors(self.name, operands)
-        if resolve_mode(rounding) == "stochastic":
+        if resolve_mode(rounding) in STOCHASTIC:
             raise self.no("stochastic rounding")
         if sr_bits is not None:
             raise ValueError("sr_bits applies to rounding='stochastic' only")

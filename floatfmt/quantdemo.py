@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Any, Iterable
 
 import numpy as np
 
 from ._cast import cast
-from ._formats import Format, get_format
+from ._formats import Format, FormatLike, get_format
+from ._types import Values
 from .exact import to_exact
 from .quantization import quantize
 from .quantized import QuantizedTensor
@@ -21,7 +23,7 @@ from .quantized import QuantizedTensor
 __all__ = ["quantization_error", "compare_quantization", "format_table", "master_weights_demo"]
 
 
-def quantization_error(x, q, **options) -> dict:
+def quantization_error(x: Values, q: Any, **options: Any) -> dict:
     """Error of a quantisation of ``x``: ``q`` is a ``QuantizedTensor``, an array of
     dequantised values, or a format name (quantised here with ``options``).
 
@@ -70,7 +72,8 @@ _DEFAULT_COMPARE = ("int8", ("int8 per-channel", "int8", {"granularity": "channe
                     "nvfp4", "int4")
 
 
-def compare_quantization(x, formats=_DEFAULT_COMPARE, show=True, **options) -> list[dict]:
+def compare_quantization(x: Values, formats: Iterable[Any] = _DEFAULT_COMPARE, show: bool = True,
+                         **options: Any) -> list[dict]:
     """Quantise ``x`` in each format and print a table of the errors; returns the rows.
 
     Entries of ``formats``: a name (``"int8"``, ``"fp8_e4m3"``, ``"mxfp4"``, ``"nvfp4"``),
@@ -98,7 +101,7 @@ def compare_quantization(x, formats=_DEFAULT_COMPARE, show=True, **options) -> l
     return rows
 
 
-def format_table(rows) -> str:
+def format_table(rows: Iterable[dict]) -> str:
     """Text table of ``compare_quantization`` rows."""
     head = (f"{'format':<18}{'bits/el':>8}{'MSE':>11}{'SQNR dB':>9}{'max abs':>11}"
             f"{'max rel':>10}{'clipped':>9}{'flushed':>9}")
@@ -114,7 +117,9 @@ def format_table(rows) -> str:
 # ---------------------------------------------------------------------------------------------
 # master weights
 
-def master_weights_demo(w0=1.0, update=1e-4, steps=10, fmt="fp16", master="fp32", show=True):
+def master_weights_demo(w0: float = 1.0, update: float = 1e-4, steps: int = 10,
+                        fmt: FormatLike = "fp16", master: FormatLike = "fp32",
+                        show: bool = True) -> dict[str, list[float]]:
     """Add ``update`` to a weight ``steps`` times, three ways, each sum rounded once:
 
     * ``low``: the weight lives in ``fmt`` (``w = fmt(w + update)``);

@@ -11,7 +11,20 @@ raises ``ValueError`` naming the option, its value and what it applies to
 * group-wise and 2-D blocks: ``floatfmt.groupscale``;
 * OCP MX and NVFP4: ``floatfmt.blockscale``.
 
-Every quotient ``x / scale`` is rounded once by the one rounding routine.
+Conventions (PyTorch's): a quantised tensor holds codes ``q``, a ``scale`` and a
+``zero_point`` with ``x ~ (q - zero_point) * scale``, so
+
+* integers (``int8 uint8 int4 uint4``): ``q = clamp(round(x / scale) + zero_point)``;
+* float elements (``fp8_e4m3``, ``fp8_e5m2``, ``fp6_*``, ``fp4_e2m1``): ``q = round(x / scale)``
+  to the format, saturating at its largest finite value;
+* OCP MX blocks (``mxfp8_e4m3 mxfp8_e5m2 mxfp6_e2m3 mxfp6_e3m2 mxfp4_e2m1 mxint8``):
+  blocks of 32 along ``axis`` share a power-of-two scale ``2**E`` stored as E8M0;
+* ``nvfp4``: E2M1 elements in blocks of 16, an E4M3 block scale and an fp32 tensor scale.
+
+Scales other than MX's powers of two are stored as fp32 values (rounded once), as real
+kernels keep them.  Every quotient ``x / scale`` is rounded once by the one rounding
+routine: exactly-representable cases are divided directly, others carry their remainder
+class to it (``floatfmt.quotients``).
 
     >>> q = quantize([0.5, -1.0, 0.25], "int8")
     >>> q.codes.tolist(), q.scale
@@ -21,10 +34,12 @@ Every quotient ``x / scale`` is rounded once by the one rounding routine.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ._formats import Format
+from ._formats import Format, FormatLike
+from ._types import Overflow, RngLike, Values
 
 from .dispatch import tensor_entry
 from .blockscale import SCALE_ROUNDINGS, mx_quantize, nvfp4_quantize
@@ -42,11 +57,14 @@ _GRANULARITIES = ("tensor", "channel", "group", "block")
 
 
 @tensor_entry("quantize", ("x", "scale", "zero_point"), ste=True)
-def quantize(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=None,
-             calibration="max", percentile=99.99, rounding="nearest_even", scale=None,
-             zero_point=None, margin=0, pow2_scale=False, narrow_range=None,
-             scale_rounding="floor", overflow="saturate", tensor_scale=None, rng=None,
-             group_size=None, block=None):
+def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
+             granularity: str = "tensor", axis: int | None = None, calibration: str = "max",
+             percentile: float = 99.99, rounding: str = "nearest_even", scale: Any = None,
+             zero_point: Any = None, margin: int = 0, pow2_scale: bool = False,
+             narrow_range: bool | None = None, scale_rounding: str = "floor",
+             overflow: Overflow = "saturate", tensor_scale: float | None = None,
+             rng: RngLike = None, group_size: int | None = None,
+             block: tuple[int, int] | None = None) -> QuantizedTensor:
     """Quantise ``x`` to ``fmt`` and return a ``QuantizedTensor`` (``.dequantize()``).
 
     Formats
@@ -90,6 +108,10 @@ def quantize(x, fmt="int8", *, scheme="symmetric", granularity="tensor", axis=No
     pow2_scale : round the scale up to a power of two.
     rounding : element rounding mode (``"stochastic"`` uses ``rng``).
     Scales are fp32 values (rounded once); every quotient ``x / scale`` is rounded once.
+    An option that does not apply to the format's kind (``OPTIONS_BY_KIND``: e.g.
+    ``scale`` or ``scheme`` for MX and NVFP4, ``scale_rounding`` for anything but MX,
+    ``tensor_scale`` for anything but NVFP4, ``zero_point`` for floats) raises
+    ``ValueError`` unless it is left at its default.
 
     >>> q = quantize([-1.0, 0.0, 2.0], "uint8", scheme="asymmetric")
     >>> q.codes.tolist(), q.zero_point, q.scale
@@ -305,7 +327,7 @@ _QUANTIZE_DEFAULTS = {k: v.default for k, v in __import__("inspect").signature(q
 
 
 @tensor_entry("fake_quant", ("x",), ste=True)
-def fake_quant(x, fmt="int8", **options) -> np.ndarray:
+def fake_quant(x: Values, fmt: FormatLike = "int8", **options: Any) -> np.ndarray:
     """Quantise then dequantise (the forward pass of quantisation-aware training);
     same options as ``quantize``.  Returns float64 (it holds every result exactly);
     MX formats keep a float32 input's dtype (MX values of float32 data are float32 values).

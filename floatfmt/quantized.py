@@ -17,6 +17,7 @@ and the block / tile layouts (``split_blocks``, ``unsplit_blocks``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -357,7 +358,7 @@ def int_dtype(fmt: Format):
         np.dtype(np.int16 if fmt.signed else np.uint16)
 
 
-def dequantize(q: QuantizedTensor, dtype=np.float64) -> np.ndarray:
+def dequantize(q: QuantizedTensor, dtype: Any = np.float64) -> np.ndarray:
     """Values of a ``QuantizedTensor`` (``q.dequantize()``)."""
     if not isinstance(q, QuantizedTensor):
         raise TypeError(f"dequantize() needs a QuantizedTensor, not {type(q).__name__}")

@@ -45,6 +45,7 @@ from __future__ import annotations
 import enum
 import math
 import threading
+from contextvars import ContextVar
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -56,17 +57,39 @@ from ._formats import Format
 from . import threads
 from ._names import unknown_name
 
-__all__ = ["MODES", "OVERFLOWS", "resolve_mode", "resolve_overflow", "make_rng", "round_values",
-           "Decision", "decide", "resid_class"]
+__all__ = ["MODES", "OVERFLOWS", "STOCHASTIC", "resolve_mode", "resolve_overflow", "make_rng",
+           "round_values", "Decision", "decide", "resid_class", "OBSERVER"]
 
-MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic")
+#: Set only inside a ``floatfmt.flags()`` block (by ``floatfmt.fpflags``): a callable that
+#: ``round_values`` calls after each rounding as ``observer(x, fmt, mode, policy, ftz,
+#: daz_below, sticky, result)`` (sticky: the remainder class array or None).  None (the
+#: default) costs one lookup per call.
+OBSERVER: ContextVar = ContextVar("floatfmt_rounding_observer", default=None)
+
+MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic",
+         "stochastic_a", "stochastic_b", "stochastic_c")
+# Every stochastic mode: floatfmt's own, and IEEE P3109's variants A, B, C (section 4.7.4),
+# which need sr_bits = N and decide from N-bit random integers R (see ``_away``).
+STOCHASTIC = ("stochastic", "stochastic_a", "stochastic_b", "stochastic_c")
+_P3109_SR = STOCHASTIC[1:]
 _MODE_ALIASES = {
     "rne": "nearest_even", "rn": "nearest_even", "nearest": "nearest_even",
     "rna": "nearest_away", "rtz": "toward_zero", "rz": "toward_zero", "trunc": "toward_zero",
     "rup": "up", "ru": "up", "ceil": "up", "rdn": "down", "rd": "down", "floor": "down",
     "rto": "odd", "ro": "odd", "sr": "stochastic",
+    "sr_a": "stochastic_a", "sr_b": "stochastic_b", "sr_c": "stochastic_c",
+    "stochastica": "stochastic_a", "stochasticb": "stochastic_b", "stochasticc": "stochastic_c",
+    # P3109 (section 4.2) names
+    "nearesttieseven": "nearest_even", "nearesttiestoeven": "nearest_even",
+    "nearesttiestoaway": "nearest_away", "towardzero": "toward_zero",
+    "towardpositive": "up", "towardnegative": "down", "toodd": "odd",
 }
-OVERFLOWS = ("inf", "saturate", "nan", "wrap")
+OVERFLOWS = ("inf", "saturate", "nan", "wrap", "propagate", "satnone")
+# IEEE P3109 saturation modes (section 4.7.5) under floatfmt's policy names:
+# SatFinite is "saturate", SatPropagate is "propagate", SatNone is "satnone".
+_OVERFLOW_ALIASES = {"satfinite": "saturate", "sat_finite": "saturate",
+                     "satpropagate": "propagate", "sat_propagate": "propagate",
+                     "sat_none": "satnone"}
 
 _CHUNK = 1 << 15
 
@@ -89,16 +112,33 @@ def resolve_overflow(overflow, fmt: Format) -> str:
     ``inf``: values past max become +-Inf where IEEE 754 would (nearest modes, and
     the directed mode pointing away); other directed modes give +-max.
     ``nan``: the same, with NaN where ``inf`` would give Inf.
-    ``saturate``: +-max for every overflow, Inf inputs included (PTX ``.satfinite``).
+    ``saturate``: +-max for every overflow, Inf inputs included (PTX ``.satfinite``;
+    IEEE P3109 SatFinite, alias ``satfinite``).
+    ``propagate``: finite values past the range give +-max, +-Inf inputs stay +-Inf
+    where the format has them, else +-max (P3109 SatPropagate, alias ``satpropagate``).
+    ``satnone``: P3109 SatNone (section 4.7.5): ``inf`` on formats with Inf, except
+    that round-to-odd overflows to whichever of max and Inf has an odd code (Inf in
+    a signed P3109 format, whose Inf is 0x7F; max in IEEE and unsigned P3109
+    formats, so IEEE formats see exactly ``inf``); ``saturate`` on formats without
+    Inf.  The default of the P3109 formats.
     ``wrap``: integers only, two's complement wrap-around.
+
+    Unsigned P3109 formats have MinFinite 0 and take negative values as out of
+    range below: ``saturate`` and ``propagate`` give 0, the others NaN, except
+    ``toward_zero`` and ``up`` (which point back into the range) give 0 for a
+    finite input (P3109 section 4.7.5).
     """
     if overflow is None:
         return fmt.default_overflow
     if not isinstance(overflow, str):
         raise TypeError(f"overflow must be a string or None, not {type(overflow).__name__}")
     key = overflow.strip().lower()
+    key = _OVERFLOW_ALIASES.get(key, key)
     if key not in OVERFLOWS:
-        raise unknown_name("overflow policy", overflow, OVERFLOWS + ("None",))
+        raise unknown_name("overflow policy", overflow, OVERFLOWS + ("None",), also=_OVERFLOW_ALIASES)
+    if key in ("propagate", "satnone") and fmt.kind != "float":
+        raise ValueError(f"overflow={key!r} applies to float formats only; {fmt.name} is an "
+                         "integer format (valid: 'saturate', 'wrap')")
     if key == "inf" and not fmt.inf:
         raise ValueError(f"{fmt.name} has no Inf, so overflow='inf' is impossible; "
                          "use 'saturate'" + (" or 'nan'" if fmt.has_nan else ""))
@@ -135,7 +175,8 @@ def _odd(t, xp=NUMPY):
     return xp.floor(h) != h
 
 
-def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, xp=NUMPY):
+def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, xp=NUMPY,
+          odd=None):
     """Boolean mask: move |t| one step away from zero (magnitude formulation).
 
     ``f = |y - t|`` is the exact fraction of a quantum held by the float64 part;
@@ -144,6 +185,8 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, 
     and class 3 is past it; elsewhere the remainder only makes f inexact.
     Stochastic rounding needs the remainder itself: ``resid`` (see
     ``round_values``) with ``shift`` = log2(quantum / the float64's ulp).
+    ``odd``: the mask of odd codes of t where that is not t's own parity (P3109
+    with P = 1, see ``_round_chunk``); None means t's parity.
     """
     f = xp.abs(y - t)
     if sticky is None:
@@ -153,10 +196,12 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, 
         gt = (f > 0.5) | ((f == 0.5) & nz) | (fine & (sticky == 3))
         eq = ((f == 0.5) & ~nz) | (fine & (sticky == 2))
         inexact = (f > 0) | nz
+    if odd is None and mode in ("nearest_even", "odd"):
+        odd = _odd(t, xp)
     if mode == "nearest_away":
         return gt | eq
     if mode == "nearest_even":
-        return gt | (eq & _odd(t, xp))
+        return gt | (eq & odd)
     if mode == "toward_zero":
         return xp.falses(f)
     if mode == "up":
@@ -164,7 +209,9 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, 
     if mode == "down":
         return inexact & neg
     if mode == "odd":
-        return inexact & ~_odd(t, xp)
+        return inexact & ~odd
+    if mode in _P3109_SR:
+        return _p3109_sr_away(mode, f, rand, int(sr_bits), resid, shift, xp)
     if mode == "stochastic":
         if resid is None:
             if sr_bits is None:
@@ -172,6 +219,40 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, 
             return rand < xp.floor(f * float(1 << sr_bits))
         return rand < _sr_threshold(f, resid, shift, sr_bits)
     raise AssertionError(mode)
+
+
+def _p3109_sr_away(mode, f, rand, n, resid, shift, xp=NUMPY):
+    """P3109 stochastic rounding (v4.0 section 4.7.4), for the fraction nu = f (plus the
+    remainder ``resid``, as in ``_sr_threshold``) and N-bit random integers R = ``rand``:
+
+    * A: away iff floor(nu 2**N) + R >= 2**N;
+    * B: away iff floor(nu 2**(N+1)) + 2R + 1 >= 2**(N+1);
+    * C: away iff RNITE(nu 2**N) + R >= 2**N, RNITE rounding to nearest, ties to even.
+
+    The floors are exact integers (``_sr_threshold``), compared as F >= 2**N - R so that
+    nothing rounds in float64.  C's RNITE(z) is floor(z + 1/2) = (floor(2z) + 1) // 2,
+    less one at a tie (2z an odd integer) whose floor(z) is even.
+    """
+    def floor_scaled(m):  # floor(nu 2**m), exact
+        if resid is None:
+            return xp.floor(f * float(1 << m))
+        return _sr_threshold(f, resid, shift, m)
+
+    if mode == "stochastic_a":
+        return floor_scaled(n) >= float(1 << n) - rand
+    f2 = floor_scaled(n + 1)
+    if mode == "stochastic_b":
+        return f2 >= float(1 << (n + 1)) - 2.0 * rand - 1.0
+    if resid is None:
+        exact = f * float(1 << (n + 1)) == f2
+    else:  # nu 2**(n+1) is an integer iff f's part is and rho 2**(n+1-shift) is (even resid)
+        R = np.asarray(resid, np.int64)
+        d = np.minimum(54 + np.asarray(shift, np.int64) - (n + 1), 62)
+        exact = (f * float(1 << (n + 1)) == f2) & ((R & ((np.int64(1) << d) - 1)) == 0)
+    half = xp.floor(f2 * 0.5)  # floor(z)
+    tie = exact & (f2 - 2.0 * half == 1.0)
+    rn = xp.floor((f2 + 1.0) * 0.5) - xp.where(tie & (xp.floor(half * 0.5) * 2.0 == half), 1.0, 0.0)
+    return rn >= float(1 << n) - rand
 
 
 def _sr_threshold(f, resid, shift, sr_bits):
@@ -209,8 +290,11 @@ def _sr_threshold(f, resid, shift, sr_bits):
     return np.floor(f * float(1 << n)) + (R >> d).astype(np.float64)
 
 
-def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY):
-    """Round x (float64, any sign) with an unbounded exponent range."""
+def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws=None):
+    """Round x (float64, any sign) with an unbounded exponent range.
+
+    ``draws``: the random numbers of a stochastic mode (integers in [0, 2**sr_bits), as
+    float64), given instead of drawing them from ``rng``."""
     k = q = None
     if fmt.kind == "float":
         k, inv, q = _scales(x, fmt, xp)
@@ -222,16 +306,28 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY):
         # x's own float64 ulp (np.spacing would give inf at the largest double)
         own = xp.maximum((xp.bits(x) >> 52) & 0x7FF, 1) - 1075
         fine = xp.pow2(own) == (q if k is None else xp.pow2(k))
-    if sticky is None and mode in ("nearest_even", "toward_zero", "up", "down"):
+    code_parity = fmt.rules == "p3109" and fmt.mbits == 0
+    if sticky is None and mode in ("nearest_even", "toward_zero", "up", "down") and not (
+            code_parity and mode == "nearest_even"):
         n = {"nearest_even": xp.rint, "toward_zero": xp.trunc, "up": xp.ceil,
              "down": xp.floor}[mode](y)
     else:
         t = xp.trunc(y)
         rand = None
-        if mode == "stochastic":
-            rand = (xp.uniform(rng, y) if sr_bits is None else xp.randint(rng, 1 << sr_bits, y))
+        if mode in STOCHASTIC:
+            if draws is not None:
+                rand = draws
+            else:
+                rand = (xp.uniform(rng, y) if sr_bits is None
+                        else xp.randint(rng, 1 << sr_bits, y))
+        odd = None
+        if code_parity and mode in ("nearest_even", "odd"):
+            # P3109 section 4.7.4, P = 1: the code of t * 2**kq is kq + bias when t = 1,
+            # and 0 when t = 0 (t*2**kq in the format's grid), so "odd code" is that
+            kq = k if k is not None else ((xp.bits(q) >> 52) & 0x7FF) - 1023
+            odd = (t != 0) & (((kq + fmt.bias) & 1) == 1)
         shift = None
-        if mode == "stochastic" and resid is not None:  # numpy only (tensors carry no resid)
+        if mode in STOCHASTIC and resid is not None:  # numpy only (tensors carry no resid)
             # log2(quantum / x's float64 ulp), >= 0 for every format of at most 53 bits
             own = np.maximum((x.view(np.int64) >> 52) & 0x7FF, 1) - 1075
             if fmt.kind != "float":
@@ -241,7 +337,8 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY):
             else:
                 kq = k
             shift = np.maximum(kq - own, 0)
-        away = _away(mode, y, t, sticky, fine, rand, sr_bits, xp.signbit(x), resid, shift, xp)
+        away = _away(mode, y, t, sticky, fine, rand, sr_bits, xp.signbit(x), resid, shift, xp,
+                     odd)
         n = t + xp.copysign(away, x)
     if q is not None:
         n = n * q
@@ -250,19 +347,26 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY):
     return n
 
 
-def _overflow(r, x, mode, policy, sticky, limit, xp=NUMPY):
-    """Apply the overflow policy to elements whose rounded magnitude exceeds limit."""
+def _overflow(r, x, mode, policy, sticky, limit, xp=NUMPY, has_inf=True, odd_inf=False):
+    """Apply the overflow policy to elements whose rounded magnitude exceeds limit.
+
+    ``has_inf``: whether the format has +-Inf (``propagate`` and ``satnone`` saturate
+    where it has not); ``odd_inf``: whether Inf's code is odd (``satnone`` under
+    round-to-odd then overflows to Inf, P3109 section 4.7.5)."""
     big = xp.abs(r) > limit
     if not xp.any(big):
         return r
     lim = xp.signed(limit, r)  # +-limit with r's sign
-    if policy == "saturate":
-        return xp.where(big, lim, r)
-    neg = xp.signbit(r)
-    special = np.inf if policy == "inf" else np.nan
     finite_in = xp.isfinite(x) if sticky is None else xp.isfinite(x) | (sticky != 0)
+    if policy == "saturate" or (policy in ("propagate", "satnone") and not has_inf):
+        return xp.where(big, lim, r)
+    if policy == "propagate":  # Inf inputs stay Inf, finite overflow saturates
+        return xp.where(big & finite_in, lim, r)
+    neg = xp.signbit(r)
+    special = np.inf if policy in ("inf", "satnone") else np.nan
     toward_inf = {"nearest_even": True, "nearest_away": True, "stochastic": True,
-                  "toward_zero": False, "odd": False}
+                  "stochastic_a": True, "stochastic_b": True, "stochastic_c": True,
+                  "toward_zero": False, "odd": policy == "satnone" and odd_inf}
     if mode in toward_inf:
         goes_out = xp.full(r, toward_inf[mode])
     else:
@@ -293,7 +397,8 @@ def resid_class(resid):
 
 
 def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False,
-                 daz_below=None, rng=None, sr_bits=None, sticky=None, resid=None, out=None):
+                 daz_below=None, rng=None, sr_bits=None, sticky=None, resid=None, out=None,
+                 sr_random=None):
     """Round exact values to ``fmt``; the one routine every other function calls.
 
     Parameters
@@ -319,6 +424,10 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
         fp64 included.  Stochastic rounding of inexact values (``sticky``
         nonzero) requires it; the other modes need only the class.
     out : optional float64 array of x's shape for the result (may be x itself).
+    sr_random : optional integers R in [0, 2**sr_bits), broadcast to x: the random
+        numbers of a stochastic mode, used instead of drawing from ``rng``.
+        ``stochastic`` rounds away iff R < floor(nu 2**N) (nu: the fraction of a
+        quantum); P3109's ``stochastic_a/b/c`` (need ``sr_bits``): ``_p3109_sr_away``.
 
     Stochastic rounding moves away from zero with probability p = (distance
     from the value toward zero to the exact value) / quantum, realised with 53
@@ -336,31 +445,70 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
     seed does not depend on the thread count.
     """
     if is_tensor(x):
-        if resid is not None:
-            raise TypeError("round_values on a tensor takes no resid= (tensors carry no remainder)")
-        return _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
+        if resid is not None or sr_random is not None:
+            raise TypeError("round_values on a tensor takes no resid= or sr_random= "
+                            "(tensors carry no remainder; random draws come from rng)")
+        r = _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
+        if OBSERVER.get() is not None:
+            OBSERVER.get()(x, fmt, mode, resolve_overflow(overflow, fmt), ftz, daz_below, sticky, r)
+        return r
     x = np.asarray(x, dtype=np.float64)
     policy = resolve_overflow(overflow, fmt)
-    if mode == "stochastic" and rng is None:
+    if mode in STOCHASTIC and rng is None:
         rng = np.random.default_rng()
-    if sr_bits is not None and not (isinstance(sr_bits, (int, np.integer)) and 1 <= sr_bits <= 52):
-        raise ValueError(f"sr_bits must be an integer in 1..52, not {sr_bits!r}")
+    _check_sr(mode, sr_bits)
     shape = x.shape
     xf = x.reshape(-1)
+    draws = None if sr_random is None else _draws(sr_random, mode, sr_bits, shape)
     rf = None
     if resid is not None:
         rf = np.broadcast_to(np.asarray(resid, np.int64), shape).reshape(-1)
         sticky = resid_class(rf)
-        if mode != "stochastic":
+        if mode not in STOCHASTIC:
             rf = None
     sf = None if sticky is None else np.asarray(sticky, np.uint8).reshape(-1)
-    if mode == "stochastic" and sf is not None and rf is None and sf.any():
+    if mode in STOCHASTIC and sf is not None and rf is None and sf.any():
         raise ValueError("stochastic rounding of a value that float64 does not hold needs its "
                          "remainder (resid=), not only its class (sticky=)")
     res = np.empty(xf.shape, np.float64) if out is None else out.reshape(-1)
+    observer = OBSERVER.get()
+    if observer is not None and out is not None:
+        x = x.copy()  # out may be x: the observer needs the input
     with np.errstate(all="ignore"):
-        _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf)
+        _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf, draws)
+    if observer is not None:
+        observer(x, fmt, mode, policy, ftz, daz_below, None if sf is None else sf.reshape(shape),
+                 res.reshape(shape))
     return res.reshape(shape)
+
+
+def _check_sr(mode, sr_bits):
+    """sr_bits must be 1..52 when given; P3109's stochastic modes require it."""
+    if sr_bits is not None and not (isinstance(sr_bits, (int, np.integer))
+                                    and not isinstance(sr_bits, bool) and 1 <= sr_bits <= 52):
+        raise ValueError(f"sr_bits must be an integer in 1..52, not {sr_bits!r}")
+    if mode in _P3109_SR and sr_bits is None:
+        raise ValueError(f"rounding={mode!r} (IEEE P3109 stochastic rounding) needs sr_bits=N, "
+                         "the number of random bits (an integer in 1..52)")
+
+
+def _draws(sr_random, mode, sr_bits, shape):
+    """The given random integers as a flat float64 array of x's size (checked)."""
+    if mode not in STOCHASTIC or sr_bits is None:
+        raise ValueError("sr_random applies to stochastic rounding with sr_bits=N only "
+                         f"(rounding={mode!r}, sr_bits={sr_bits!r})")
+    r = np.asarray(sr_random)
+    if r.dtype.kind not in "iu":
+        raise TypeError(f"sr_random must be integers, not {r.dtype}")
+    if r.size and (int(r.min()) < 0 or int(r.max()) >= (1 << int(sr_bits))):
+        raise ValueError(f"sr_random must lie in 0..{(1 << int(sr_bits)) - 1} (sr_bits={sr_bits}), "
+                         f"not {int(r.min()) if int(r.min()) < 0 else int(r.max())}")
+    try:
+        r = np.broadcast_to(r, shape)
+    except ValueError:
+        raise ValueError(f"sr_random of shape {r.shape} does not broadcast to the input's "
+                         f"shape {shape}") from None
+    return r.astype(np.float64).reshape(-1)
 
 
 def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out):
@@ -379,22 +527,21 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
         if not is_tensor(sticky) or sticky.device != x.device:
             raise TypeError("sticky for a tensor must be a tensor on the same device")
         sticky = sticky.to(xp.t.uint8) if bool(sticky.any()) else None
-        if sticky is not None and mode == "stochastic":
+        if sticky is not None and mode in STOCHASTIC:
             raise ValueError("stochastic rounding of a value that float64 does not hold needs "
                              "its exact remainder, which tensors do not carry")
         if sticky is not None and daz_below is not None:
             raise ValueError("daz with a sticky part is not supported on tensors")
     policy = resolve_overflow(overflow, fmt)
-    if sr_bits is not None and not (isinstance(sr_bits, (int, np.integer)) and 1 <= sr_bits <= 52):
-        raise ValueError(f"sr_bits must be an integer in 1..52, not {sr_bits!r}")
+    _check_sr(mode, sr_bits)
     x = x.detach()
-    if mode != "stochastic" and host_kernels(x):
+    if mode not in STOCHASTIC and host_kernels(x):
         # CPU tensor: the numpy routine on views of the tensor's memory (see floatfmt.dispatch)
         st = None if sticky is None else to_host(sticky).astype(np.uint8)
         r = round_values(to_host(x), fmt, mode, policy, ftz=ftz, daz_below=daz_below,
                          sticky=st)
         return from_host(r, x.device)
-    if mode == "stochastic":
+    if mode in STOCHASTIC:
         rng = xp.generator(rng, x)
     if daz_below is not None:
         x, _, _ = _daz(x, None, None, daz_below, xp)
@@ -415,18 +562,20 @@ _TORCH_CHUNK = 1 << 18
 
 
 # ------------------------------------------------------------------------- the chunk loop
-def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf=None):
+def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf=None, draws=None):
     """Round xf into res chunk by chunk; above one block (``threads.BLOCK`` elements) the
-    blocks are shared among threads (``floatfmt.threads``), each done by this function."""
+    blocks are shared among threads (``floatfmt.threads``), each done by this function.
+    ``draws``: given random numbers (``sr_random``), sliced like xf."""
     n = xf.size
     if n > threads.BLOCK:
         def work(i, j, g):
             _round_all(xf[i:j], None if sf is None else sf[i:j], res[i:j], fmt, mode, policy,
-                       ftz, daz_below, g, sr_bits, None if rf is None else rf[i:j])
+                       ftz, daz_below, g, sr_bits, None if rf is None else rf[i:j],
+                       None if draws is None else draws[i:j])
 
-        threads.run_blocks(n, work, rng if mode == "stochastic" else None)
+        threads.run_blocks(n, work, rng if (mode in STOCHASTIC and draws is None) else None)
         return
-    plan = _plan(fmt, mode, policy, sr_bits)
+    plan = _plan(fmt, mode, policy, sr_bits) if draws is None else None
     bufs = _buffers() if plan is not None else None
     alias = plan is not None and np.may_share_memory(xf, res)
     for i in range(0, n, _CHUNK):
@@ -446,7 +595,8 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf=
                 if ftz:
                     _flush(o, fmt)
                 continue
-        o[...] = _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc)
+        dc = None if draws is None else draws[i:j]
+        o[...] = _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc, draws=dc)
 
 
 def _daz(xc, sc, rc, daz_below, xp=NUMPY):
@@ -461,13 +611,16 @@ def _daz(xc, sc, rc, daz_below, xp=NUMPY):
     return xc, sc, rc
 
 
-def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc=None, xp=NUMPY):
+def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc=None, xp=NUMPY, draws=None):
     """Any format, any input (sticky included): the reference implementation, written
     once for every array namespace ``xp`` (numpy arrays, torch tensors)."""
-    r = _round_chunk(xc, fmt, mode, sc, rng, sr_bits, rc, xp)
+    r = _round_chunk(xc, fmt, mode, sc, rng, sr_bits, rc, xp, draws)
     if fmt.kind == "int":
         return _int_finish(r, fmt, policy, xp)
-    r = _overflow(r, xc, mode, policy, sc, fmt.max, xp)
+    p3109_unsigned = fmt.rules == "p3109" and not fmt.signed
+    below = r < 0 if p3109_unsigned else None  # negative nonzero: under MinFinite = 0
+    r = _overflow(r, xc, mode, policy, sc, fmt.max, xp, fmt.inf,
+                  fmt.inf and (fmt.inf_code & 1) == 1)
     if ftz:
         r = _flush(r, fmt, xp)
     if not fmt.negative_zero:
@@ -475,7 +628,9 @@ def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc=None, xp=NUM
     if not fmt.zero:
         # Unsigned, zero-less scale formats (E8M0): the smallest value is the floor.
         r = xp.where(r == 0, fmt.smallest_normal, r)
-    if not fmt.signed:
+    if p3109_unsigned:
+        r = _below_unsigned(r, xc, below, mode, policy, sc, xp)
+    elif not fmt.signed:
         # Unsigned: negative inputs are NaN; so is zero when the format has none.
         # (a -0.0 carrying a sticky part is a tiny negative value, not zero)
         bad = xp.signbit(xc) & ((xc != 0) if sc is None else (xc != 0) | (sc != 0))
@@ -483,6 +638,22 @@ def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc=None, xp=NUM
             bad = bad | ((xc == 0) if sc is None else (xc == 0) & (sc == 0))
         r = xp.where(bad, np.nan, r)
     return r
+
+
+def _below_unsigned(r, x, below, mode, policy, sticky, xp=NUMPY):
+    """P3109 unsigned formats (section 4.7.5, M_lo = 0): rounded values below 0 (``below``)
+    give 0 under saturate / propagate (SatFinite / SatPropagate); under the other
+    policies NaN (there is no -Inf), except that toward_zero and up give 0 for a finite
+    input, as a directed mode pointing back into the range does at overflow."""
+    if not xp.any(below):
+        return r
+    if policy in ("saturate", "propagate"):
+        zero = xp.full(r, True)
+    elif mode in ("toward_zero", "up"):
+        zero = xp.isfinite(x) if sticky is None else xp.isfinite(x) | (sticky != 0)
+    else:
+        zero = xp.full(r, False)
+    return xp.where(below, xp.where(zero, 0.0, np.nan), r)
 
 
 def _flush(r, fmt, xp=NUMPY):
@@ -614,6 +785,13 @@ def _plan(fmt, mode, policy, sr_bits):
 
 def _make_plan(fmt, mode, policy, sr_bits) -> _Plan | None:
     """The fast path's plan for a request (None: the general path handles it)."""
+    if policy == "satnone":  # the same rule as these (see resolve_overflow), or general path
+        if fmt.inf and mode == "odd" and fmt.inf_code & 1:
+            return None
+        policy = "inf" if fmt.inf else "saturate"
+    if mode in _P3109_SR or policy == "propagate" or (
+            fmt.inf and fmt.nan != "ieee" and policy == "inf"):
+        return None  # (P3109: the Inf code is not the whole top binade, so no fold)
     mx = np.float64(fmt.max)
     base = dict(mode=mode, sr_bits=sr_bits, max=mx, max_bits=mx.view(np.int64))
     if fmt.kind == "int":  # quantum 1: round x itself, then saturate (wrap: general path)
@@ -1022,7 +1200,8 @@ def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz
         return float(round_values(np.array([v]), fmt, mode, policy, ftz=ftz,
                                   rng=np.random.default_rng(0), sr_bits=sr_bits)[0])
 
-    unsigned_float = fmt.kind == "float" and not fmt.signed
+    # (P3109 unsigned formats take negatives as out of range below, not as invalid)
+    unsigned_float = fmt.kind == "float" and not fmt.signed and fmt.rules != "p3109"
     neg = math.copysign(1.0, x) < 0
     if unsigned_float and ((neg and (x != 0 or sticky)) or (not fmt.zero and x == 0 and not sticky)):
         return Decision(invalid=True, daz=daz, **base)
@@ -1082,7 +1261,7 @@ def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz
             raise AssertionError(f"round_values is not idempotent at {x!r}: {got!r} vs {value!r}")
         return Decision(rounded=lower, chosen="exact", out_of_range=out,
                         action=action(out, lower), outside=outside, **info)
-    if mode == "stochastic":
+    if mode in STOCHASTIC:
         v_lo, v_hi = finish(lower), finish(upper)
         if _same(v_lo, value) and _same(v_hi, value):
             return Decision(chosen="either", outside=outside, **info)

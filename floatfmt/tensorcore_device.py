@@ -41,7 +41,7 @@ from typing import Any
 from ._cast import cast
 from ._formats import Format, get_format
 from ._xp import namespace
-from .rounding import resolve_mode, resolve_overflow, round_values
+from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 from .tensorcore import TF32_OPERANDS, TensorCoreModel, get_model
 
 __all__ = ["device_matmul", "device_dot", "tile_terms"]
@@ -133,7 +133,7 @@ def device_matmul(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = 
     if alpha != 1.0 or c is not None or (beta not in (None, 0.0)):
         raise _no("the epilogue (alpha, beta, c)", device)
     mode = resolve_mode(rounding)
-    if mode == "stochastic":
+    if mode in STOCHASTIC:
         raise _no("stochastic rounding of the operands", device)
     m = get_model(model, fmt, "fp32" if acc_fmt is None else acc_fmt)
     if m.fmt == "int8" or m.c_entry != "aligned":

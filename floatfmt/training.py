@@ -36,6 +36,7 @@ them (its smallest subnormal is 2**-24, about 6e-8).
     (5, 'bf16')
 """
 
+# size: one story, policy -> run -> hand-written forward and backward -> loop -> result, that a reader follows a gradient through best in one file (each function stays under 80 lines)
 from __future__ import annotations
 
 import sys
@@ -47,11 +48,13 @@ import numpy as np
 from .accumulate import matmul as _ff_matmul
 from .eft import exact_sum
 from .exact import holds
+from ._block_formats import is_block_format
 from ._formats import Format, get_format
 from ._names import unknown_name
 from .rounding import round_values
 from .delayedscale import DelayedScaling
 from .lossscale import LossScaler
+from .mxgemm import mx_gemm_operands
 
 __all__ = ["Policy", "POLICIES", "TrainConfig", "TrainResult", "train", "train_all", "spirals", "cli_train",
            "summary_table"]
@@ -109,6 +112,9 @@ POLICIES = {p.name: p for p in [
     Policy("fp8", "FP8 matmuls (E4M3 forward, E5M2 gradients, delayed per-tensor scaling, "
            "sequential fp32 accumulation), bf16 elsewhere", "fp8_e4m3", "bf16", "bf16",
            "fp8_e5m2", model=None),
+    Policy("mxfp8", "MX FP8 matmuls (E4M3 elements, an E8M0 scale per 32 values along each "
+           "GEMM's reduction axis, sequential fp32 accumulation), bf16 elsewhere",
+           "mxfp8_e4m3", "bf16", "bf16", "mxfp8_e4m3", model=None),
 ]}
 
 
@@ -234,8 +240,9 @@ class _Run:
         self.grad = get_format(policy.grads)
         self.acc = get_format(policy.acc)
         self.fp8 = policy.matmul.startswith("fp8")
-        self.mm_fwd = None if self.fp8 else get_format(policy.matmul)
-        self.mm_bwd = None if self.fp8 else get_format(policy.grad_matmul)
+        self.mx = is_block_format(policy.matmul)  # MX operands, blocked per GEMM (mxgemm)
+        self.mm_fwd = None if (self.fp8 or self.mx) else get_format(policy.matmul)
+        self.mm_bwd = None if (self.fp8 or self.mx) else get_format(policy.grad_matmul)
         self.wide_acc = self.acc.mbits >= 23
         self.model = policy.model
         self.acc_block = acc_block
@@ -290,19 +297,41 @@ class _Run:
             return _ff_matmul(A, B, fmt, acc_fmt=self.acc, model=self.model, alpha=alpha)
         return _ff_matmul(A, B, fmt, acc_fmt=self.acc, alpha=alpha)
 
-    def matmul(self, a, b, out: Format, fa, fb, srca, srcb, na, nb, ra, rb, grad=False):
+    def matmul(self, a, b, out: Format, fa, fb, srca, srcb, na, nb, ra, rb, grad=False,
+               gemm=None):
         """``a @ b``: operands rounded to fa / fb (FP8: quantised with delayed scaling,
-        names na / nb, roles ra / rb), accumulated by the policy's model in acc, rounded
-        to ``out``."""
-        A, sa = self.operand(a, fa, srca, na, ra)
-        B, sb = self.operand(b, fb, srcb, nb, rb)
-        fmt = "fp16" if self.fp8 else fa  # fp16 holds E4M3 and E5M2 values exactly
-        alpha = float(round_values(np.float64(sa * sb), self.fp32)) if self.fp8 else 1.0
-        R = self._accumulate(A, B, fmt, alpha)
+        names na / nb, roles ra / rb; MX: blocked along the reduction axis of ``gemm``),
+        accumulated by the policy's model in acc, rounded to ``out``."""
+        if self.mx:
+            A, B = self.mx_operands(a, b, gemm)
+            R = self._accumulate(A, B, "fp32")  # MX values of bf16 data are fp32 values
+        else:
+            A, sa = self.operand(a, fa, srca, na, ra)
+            B, sb = self.operand(b, fb, srcb, nb, rb)
+            fmt = "fp16" if self.fp8 else fa  # fp16 holds E4M3 and E5M2 values exactly
+            alpha = float(round_values(np.float64(sa * sb), self.fp32)) if self.fp8 else 1.0
+            R = self._accumulate(A, B, fmt, alpha)
         r = self.rnd(R, out, self.acc)
         if grad:
             self._count(R, r)
         return r
+
+    def mx_operands(self, a, b, gemm):
+        """(A, B) with ``A @ B`` the MX version of ``a @ b``, each operand blocked along the
+        reduction axis of the training GEMM ``gemm`` (``floatfmt.mxgemm``).  The loop keeps
+        W as K x N and computes ``x @ W``, so: forward ``a = X``, ``b = W^T``;
+        grad_weight ``a = X^T``, ``b = dY``; grad_input ``a = dY``, ``b = W``."""
+        mm, gm = self.p.matmul, self.p.grad_matmul
+        if gemm == "forward":
+            qx, qw = mx_gemm_operands("forward", a, b.T, mm)
+            return qx.dequantize(), qw.dequantize().T
+        if gemm == "grad_weight":
+            qdy, qx = mx_gemm_operands("grad_weight", b, a.T, gm, mm)
+            return qx.dequantize().T, qdy.dequantize()
+        if gemm == "grad_input":
+            qdy, qw = mx_gemm_operands("grad_input", a, b, gm, mm)
+            return qdy.dequantize(), qw.dequantize()
+        raise ValueError(f"an MX policy needs the GEMM of every matmul, not {gemm!r}")
 
     def colsum(self, d, out: Format):
         """Column sums (bias gradients), accumulated like a matmul, counted as gradients."""
@@ -510,7 +539,7 @@ def _forward(run: _Run, x, params, opt):
     for i in range(3):
         wi = W[i] if run.fp8 else run.rnd(W[i], run.act, opt)
         z = run.matmul(hs[-1], wi, run.act, run.mm_fwd, run.mm_fwd, run.act, run.act,
-                       f"a{i}", f"w{i}", "forward", "forward")
+                       f"a{i}", f"w{i}", "forward", "forward", gemm="forward")
         z = run.add(z, run.rnd(b[i], run.act, opt), run.act)
         hs.append(z if i == 2 else run.rnd(np.tanh(z), run.act))
     return hs[:-1], hs[-1]
@@ -534,12 +563,12 @@ def _backward(run: _Run, hs, params, opt, d):
     gW, gb = [None] * 3, [None] * 3
     for i in (2, 1, 0):
         gW[i] = run.matmul(hs[i].T, d, run.grad, run.mm_fwd, run.mm_bwd, run.act, run.grad,
-                           f"a{i}", f"d{i}", "forward", "backward", grad=True)
+                           f"a{i}", f"d{i}", "forward", "backward", grad=True, gemm="grad_weight")
         gb[i] = run.colsum(d, run.grad)
         if i:
             wi = W[i] if run.fp8 else run.rnd(W[i], run.act, opt)
             dh = run.matmul(d, wi.T, run.grad, run.mm_bwd, run.mm_fwd, run.grad, run.act,
-                            f"d{i}", f"w{i}", "backward", "forward", grad=True)
+                            f"d{i}", f"w{i}", "backward", "forward", grad=True, gemm="grad_input")
             # tanh' = 1 - h**2: for 16-bit formats the float64 product is exact
             d = run.rnd_grad(dh * (1.0 - hs[i] * hs[i]), run.grad)
     return gW + gb

@@ -41,7 +41,7 @@ FMTS = ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m
 
 PUBLIC_MODULES = ["_cast", "codec", "ops", "fparray", "accumulate", "tensorcore", "quantized",
                   "quantization", "blockscale", "tensorscale", "intgemm", "delayedscale",
-                  "lossscale", "quantdemo", "_info", "_formats",
+                  "lossscale", "quantdemo", "mxgemm", "_info", "_formats",
                   "packing", "recipes"]
 
 
@@ -384,6 +384,17 @@ def _mma_driver(shape, dtype):
             _zeros(r)
 
 
+def _flags_driver(shape, dtype):
+    x = np.zeros(shape, dtype)
+    with ff.flags(masks=True) as fl:
+        y = ff.cast(x, "fp8_e4m3")
+        ff.add(x, x, "fp16")
+        ff.div(x, x, "bf16")
+    assert y.shape == shape and isinstance(fl, ff.FlagCounts)
+    assert all(v == 0 for v in fl.counts().values())
+    assert all(m.shape == shape for ms in fl.masks for m in ms.values())
+
+
 def _packing_driver(shape, dtype):
     for fmt in ("fp4_e2m1", "fp6_e3m2", "fp8_e4m3", "int4", "uint8"):
         f = get_format(fmt)
@@ -412,6 +423,21 @@ def _recipe_driver(shape, dtype):
         ref = recipe_matmul(_arr(_one(sx), dtype), _arr(_one(sw), dtype))
         assert r.shape == np.matmul(np.ones(sx), np.ones(sw)).shape and r.dtype == ref.dtype
         _zeros(r)
+
+
+def _mx_gemm_driver(shape, dtype):
+    """Training GEMMs with an empty side: empty outputs, or zeros from an empty sum."""
+    if shape != (0,):
+        return
+    from floatfmt.mxgemm import mx_gemm, mx_gemm_operands
+    for gemm, sa, sb, out in [("forward", (0, 32), (3, 32), (0, 3)), ("forward", (2, 0), (3, 0), (2, 3)),
+                              ("grad_input", (2, 0), (0, 5), (2, 5)),
+                              ("grad_weight", (0, 3), (0, 5), (3, 5))]:
+        r = mx_gemm(gemm, _arr(sa, dtype), _arr(sb, dtype))
+        assert r.shape == out
+        _zeros(r)
+        qa, qb = mx_gemm_operands(gemm, _arr(sa, dtype), _arr(sb, dtype))
+        assert qa.shape == sa and qb.shape == sb
 
 
 def _mx_exponent_driver(shape, dtype):
@@ -444,10 +470,12 @@ CASES = {
     "compare_quantization": _compare_quantization_driver,
     "DelayedScaling": _delayed_scaling_driver, "LossScaler": _loss_scaler_driver,
     "mx_shared_exponent": _mx_exponent_driver,
+    "mx_gemm": _mx_gemm_driver, "mx_gemm_operands": _mx_gemm_driver,
     "mma": _mma_driver,
     "pack": _packing_driver, "unpack": _packing_driver, "packed_nbytes": _packing_driver,
     "PackedTensor": _packing_driver,
     "recipe_matmul": _recipe_driver, "BlockFP8Recipe": _recipe_driver,
+    "flags": _flags_driver, "FlagCounts": _flags_driver,
 }
 
 # Public names that take no array data, so "empty input" does not apply to them.
@@ -455,6 +483,8 @@ NO_ARRAY_INPUT = {
     "compare": "takes format names", "values": "takes a format name",
     "Format": "a format description", "FormatInfo": "a record", "formats": "no arguments",
     "get_format": "takes a format name", "register": "takes a Format", "info": "takes a format",
+    "p3109": "takes format parameters", "p3109_formats": "takes a bitwidth",
+    "FormatLike": "a type name",
     "MODES": "a constant", "OVERFLOWS": "a constant", "ORDERS": "a constant",
     "TF32_OPERANDS": "a constant", "MX_FORMATS": "a constant", "SCALE_ROUNDINGS": "a constant",
     "CALIBRATIONS": "a constant", "tensorcore_models": "no arguments",
@@ -466,7 +496,7 @@ NO_ARRAY_INPUT = {
     "get_num_threads": "no arguments", "set_num_threads": "takes a thread count",
     "limit_threads": "takes a thread count",
     "BlockFormat": "a block-format description", "BlockFormatInfo": "a record",
-    "block_formats": "no arguments", "format_table": "takes rows of compare_quantization", "get_block_format": "takes a block-format name",
+    "block_formats": "no arguments", "GEMMS": "a constant", "format_table": "takes rows of compare_quantization", "get_block_format": "takes a block-format name",
 }
 
 

@@ -135,8 +135,25 @@ def test_other_value_errors():
                                     dict(ebits=4, mbits=53), dict(ebits=4, mbits=3, kind="fixed"),
                                     dict(ebits=4, mbits=3, nan="sometimes"),
                                     dict(ebits=4, mbits=3, bits=9),
-                                    dict(ebits=4, mbits=3, inf=True, nan="all_ones"),
+                                    # (inf with nan="all_ones" / "negative_zero" is P3109's
+                                    # layout now; Inf without any NaN code is still refused)
+                                    dict(ebits=4, mbits=3, inf=True, nan="none"),
+                                    dict(ebits=4, mbits=3, rules="p3108"),
                                     dict(kind="int", bits=0), dict(kind="int", bits=64)])
 def test_bad_format_definitions(kwargs):
     err = raised(lambda: ff.Format("bad", **kwargs))
     assert isinstance(err, ValueError)
+
+
+def test_unknown_flag_names_list_valid_ones():
+    def open_block():
+        with ff.flags(raise_on=("overflw",)):
+            pass
+    err = raised(open_block)
+    assert isinstance(err, ValueError)
+    msg = str(err)
+    assert "'overflw'" in msg and "'overflow'" in msg and "divide_by_zero" in msg
+    with ff.flags() as fl:
+        pass
+    err = raised(lambda: fl.count("inexakt"))
+    assert isinstance(err, ValueError) and "'inexact'" in str(err)

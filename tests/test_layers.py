@@ -33,6 +33,7 @@ LAYER_OF_PREFIX = {
     "floatfmt._info": "core",
     "floatfmt._block_formats": "core",
     "floatfmt.packing": "core",
+    "floatfmt.fpflags": "core",
     "floatfmt.threads": "core",
     # arithmetic: error-free transformations, ops, arrays, accumulation, matrix units
     "floatfmt.eft": "arithmetic",
@@ -52,8 +53,10 @@ LAYER_OF_PREFIX = {
     "floatfmt.intgemm": "lab",
     "floatfmt.delayedscale": "lab",
     "floatfmt.lossscale": "lab",
+    "floatfmt.mxgemm": "lab",
     "floatfmt.training": "lab",
     "floatfmt.recipes": "lab",
+    "floatfmt.p3109block": "lab",
     # torch: the optional array backend for tensors
     "floatfmt.torch": "torch",
     "floatfmt._xp": "core",

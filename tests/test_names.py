@@ -13,7 +13,6 @@ import floatfmt as ff
 from floatfmt._names import close_matches, did_you_mean, unknown_name
 from floatfmt.accumulate import ORDERS
 from floatfmt.course.registry import exercise, exercises
-from floatfmt.course.speed import GPUS, alignment, gemm_time
 from floatfmt.rounding import MODES, OVERFLOWS
 from floatfmt.tensorcore import get_model
 
@@ -32,7 +31,6 @@ LOOKUPS = [
     ("tensor-core model", ["h100", "a100", "b200"], lambda n: get_model(n, "bf16")),
     ("format", ["bf16", "fp16", "fp8_e4m3", "int8"], ff.get_format),
     ("exercise", None, exercise),
-    ("gpu", list(GPUS), lambda n: gemm_time(16, 16, 16, "bf16", n)),
     ("granularity", ["tensor", "channel", "group", "block"],
      lambda n: ff.quantize(np.ones((4, 4)), "int8", granularity=n)),
 ]
@@ -50,11 +48,6 @@ def test_every_lookup_lists_the_valid_names_and_the_closest(kind, names, call):
         assert re.search(f"^(unknown )?{kind} {re.escape(repr(wrong))}[.:]", msg), msg
         assert re.search(r"Did you mean [^?]*" + re.escape(repr(name)), msg), msg
         assert re.search(r"(Valid|Known)[a-z ]*: ", msg), msg
-
-
-def test_alignment_names_the_valid_formats():
-    with pytest.raises(ValueError, match=r"unknown format 'fp17'\. Did you mean .*Valid: fp32, tf32"):
-        alignment("fp17")
 
 
 def test_helper_rules():

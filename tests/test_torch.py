@@ -24,13 +24,13 @@ import pytest
 import floatfmt as ff
 from tests.oracles.compare import mismatches as bad
 from floatfmt.dispatch import force_namespace
-from floatfmt.rounding import MODES, OVERFLOWS, resolve_overflow
+from floatfmt.rounding import MODES, OVERFLOWS, STOCHASTIC, resolve_overflow
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
 
 from test_cast_oracle import CUSTOM, float_inputs, fmt_of  # noqa: E402
 
-DETERMINISTIC = [m for m in MODES if m != "stochastic"]
+DETERMINISTIC = [m for m in MODES if m not in STOCHASTIC]
 ALL_FORMATS = ff.formats() + CUSTOM
 
 
