@@ -13,12 +13,12 @@ import pytest
 import floatfmt as ff
 from floatfmt.accumulate import ORDERS
 from floatfmt.dispatch import force_namespace
-from floatfmt.rounding import MODES
+from floatfmt.rounding import MODES, STOCHASTIC
 from tests.oracles.compare import mismatches
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
 
-DETERMINISTIC = [m for m in MODES if m != "stochastic"]
+DETERMINISTIC = [m for m in MODES if m not in STOCHASTIC]
 BINARY = ["add", "sub", "mul", "div", "minimum", "maximum"]
 UNARY = ["sqrt", "neg", "abs"]
 FORMATS = ["fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp32", "fp4_e2m1", "int8"]

@@ -36,7 +36,7 @@ from ...codec import decode, encode
 from ...dispatch import force_namespace
 from ..._formats import get_format
 from ...ops import add, div, fma, sqrt
-from ...rounding import MODES, resolve_overflow
+from ...rounding import MODES, STOCHASTIC, resolve_overflow
 from ...quantization import quantize
 from ...quantized import dequantize
 from ...tensorcore import tensorcore_models
@@ -47,7 +47,7 @@ __all__ = ["NAME", "run", "torch_section", "CAST_FORMATS"]
 NAME = "torch"
 
 CAST_FORMATS = ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp6_e2m3", "fp4_e2m1", "int8", "e8m0")
-_DETERMINISTIC = tuple(m for m in MODES if m != "stochastic")
+_DETERMINISTIC = tuple(m for m in MODES if m not in STOCHASTIC)
 
 
 def _inputs(n: int, seed: int = 0) -> np.ndarray:
