@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ._xp import NUMPY, is_tensor, namespace
+from .dispatch import check_tensors
 from .exact import Exact, holds, to_exact
 from ._formats import FormatLike, get_format
 from ._types import Overflow, RngLike, Values
@@ -61,6 +62,7 @@ def _prepare(ex, fmt, rounding, overflow, daz, rng, sr_bits):
 def tensor_exact(x) -> Exact:
     """The ``Exact`` record of a torch tensor: its values as a float64 tensor on its own
     device (exact; see ``_xp``), no sticky part, and its source format."""
+    check_tensors("floatfmt.cast", [x])
     xp = namespace(x)
     values, float_dtype = xp.intake(x)
     src = get_format(float_dtype) if float_dtype is not None else get_format("fp64")

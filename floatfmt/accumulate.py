@@ -22,6 +22,13 @@ is not summed; the loop over the summed axis is a Python loop.
 ``dot(..., model="h100")`` and ``matmul(..., model=...)`` hand the products to
 the tensor-core model of ``floatfmt.tensorcore`` instead.
 
+torch tensors in give float64 tensors out on their device (``sum`` over every axis:
+a 0-d tensor), computed by these numpy kernels on views of CPU tensors' memory;
+not differentiable.  On other devices (CUDA) ``matmul(..., model=...)`` runs the
+tensor-core steps with torch ops on the device (``floatfmt.tensorcore_device``, with
+the limits listed there); the rest raises NotImplementedError for now
+(``floatfmt.dispatch``).
+
 For formats whose products do not fit float64 (fp64 and custom formats with
 more than 26 significand bits) ``sequential`` uses an exact fused
 multiply-add per step and ``exact`` uses exact rational arithmetic; the other
@@ -42,6 +49,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import eft, fpflags
+from .dispatch import tensor_entry
+from .ops_device import device_sum
+from .tensorcore_device import device_dot, device_matmul
 from ._formats import FormatLike
 from ._names import unknown_name
 from ._types import Overflow, RngLike, Values
@@ -267,6 +277,7 @@ def _final(r, order, actx, octx, scalar):
     return float(r) if scalar else r
 
 
+@tensor_entry('sum', ('x',), device_impl=device_sum)
 def sum(x: Values, fmt: FormatLike, acc_fmt: FormatLike | None = None, order: str = "sequential",  # noqa: A001
         axis: int | None = None, *, block: int = 32, out_fmt: FormatLike | None = None,
         rounding: str = "nearest_even", overflow: Overflow = None, ftz: bool = False,
@@ -558,6 +569,7 @@ def _prep_pair(a, b, ictx, kind):
     return x, y
 
 
+@tensor_entry('dot', ('a', 'b', 'c'), device_impl=device_dot)
 def dot(a: Values, b: Values, fmt: FormatLike, acc_fmt: FormatLike | None = "fp32", order: str = "sequential",
         out_fmt: FormatLike | None = None, model: str | TensorCoreModel | None = None, *, alpha: float = 1.0,
         beta: float | None = None, c: Values = None, block: int = 32, rounding: str = "nearest_even",
@@ -580,6 +592,8 @@ def dot(a: Values, b: Values, fmt: FormatLike, acc_fmt: FormatLike | None = "fp3
                     rounding, overflow, ftz, daz, rng, sr_bits)
 
 
+
+@tensor_entry('matmul', ('a', 'b', 'c'), device_impl=device_matmul)
 def matmul(a: Values, b: Values, fmt: FormatLike, acc_fmt: FormatLike | None = "fp32",
            order: str = "sequential", out_fmt: FormatLike | None = None,
            model: str | TensorCoreModel | None = None, *, alpha: float = 1.0, beta: float | None = None,

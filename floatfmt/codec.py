@@ -17,6 +17,7 @@ import numpy as np
 
 from ._xp import NUMPY, is_tensor, namespace
 from ._cast import round_exact, tensor_exact
+from .dispatch import check_tensors, from_host, host_kernels, to_host
 from .exact import holds, to_exact
 from ._formats import Format, FormatLike, get_format
 from ._types import Overflow, RngLike, Values
@@ -59,6 +60,8 @@ def values_to_codes(r, fmt: Format) -> np.ndarray:
     float64 torch tensor gives a tensor of codes on its device (torch's unsigned
     dtype of the same width)."""
     if is_tensor(r):
+        if host_kernels(r):  # CPU tensor: the numpy chunks on a view (floatfmt.dispatch)
+            return from_host(values_to_codes(to_host(r), fmt), r.device)
         xp = namespace(r)
         return _codes(r, fmt, xp).to(xp.code_dtype(fmt.bits))
     r = np.asarray(r, np.float64)
@@ -257,8 +260,13 @@ def decode(codes: Values, fmt: FormatLike) -> np.ndarray | float:
 def _decode_tensor(codes, fmt: Format):
     """decode for an integer tensor: float64 values on its device (the field formula,
     the same that builds the numpy path's table)."""
+    check_tensors("floatfmt.decode", [codes], codes=True)
     xp = namespace(codes)
     c = xp.int64(codes)
+    if host_kernels(c):  # CPU tensor: the numpy table / formula on a view (floatfmt.dispatch)
+        h = to_host(c)  # int64; 64-bit codes are their two's complement: view as uint64
+        return from_host(np.asarray(decode(h.view(np.uint64) if fmt.bits == 64 else h, fmt),
+                                    np.float64), c.device)
     if c.numel() and fmt.bits < 64:  # (int64 holds 64-bit patterns as two's complement)
         lo, hi = xp.minmax(c)
         if lo < 0 or hi >= (1 << fmt.bits):

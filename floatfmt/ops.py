@@ -24,7 +24,12 @@ wrong number.
 ``daz`` here means: operands that are subnormal in ``fmt`` count as zero.
 
 Scalars in give Python floats out; arrays broadcast (numpy rules) and give
-float64 arrays whose values are in ``fmt``.
+float64 arrays whose values are in ``fmt``.  torch tensors give float64 tensors on
+their device (a 0-d tensor for 0-d operands), computed by the same numpy kernels
+on views of CPU tensors' memory; these results are not differentiable.  On CUDA,
+all of them run with torch ops on the device (``floatfmt.ops_device``, formats up
+to fp32, deterministic modes); the rest raises NotImplementedError for now
+(``floatfmt.dispatch``).
 
 >>> add(1.0, 0.0001, "fp16")
 1.0
@@ -44,8 +49,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import eft, fpflags
+from . import eft, fpflags, ops_device
 from ._cast import round_exact
+from .dispatch import tensor_entry
 from .exact import holds, to_exact
 from ._formats import Format, FormatLike, get_format
 from ._types import Overflow, RngLike, Values
@@ -254,6 +260,7 @@ _NO_OPTS = {"rounding": "nearest_even", "overflow": None, "ftz": False, "daz": F
 
 
 # ---------------------------------------------------------------------------------------------
+@tensor_entry('add', ('a', 'b'), device_impl=ops_device.device_add)
 def add(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -448,6 +455,7 @@ def _add_values(x, y, ctx, opname):
     return ctx.round(t, cls)
 
 
+@tensor_entry('sub', ('a', 'b'), device_impl=ops_device.device_sub)
 def sub(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -460,6 +468,7 @@ def sub(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
     return _finish(*_run_fast(ctx, _sub_impl, _fast_sub, a, b))
 
 
+@tensor_entry('mul', ('a', 'b'), device_impl=ops_device.device_mul)
 def mul(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -484,6 +493,7 @@ def _mul_values(x, y, ctx):
     return ctx.round(t, cls)
 
 
+@tensor_entry('div', ('a', 'b'), device_impl=ops_device.device_div)
 def div(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -510,6 +520,7 @@ def _div_impl(ctx, a, b):
     return ctx.round(t, cls), sx and sy
 
 
+@tensor_entry('sqrt', ('a',), device_impl=ops_device.device_sqrt)
 def sqrt(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
          ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None) -> Values:
     """Square root in ``fmt``, correctly rounded in every mode; sqrt(-0) = -0,
@@ -529,6 +540,7 @@ def _sqrt_impl(ctx, a):
     return ctx.round(t, cls), sx
 
 
+@tensor_entry('fma', ('a', 'b', 'c'), device_impl=ops_device.device_fma)
 def fma(a: Values, b: Values, c: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -567,6 +579,7 @@ def _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, fn, name):
     return _finish(ctx.round(t), sx)
 
 
+@tensor_entry('neg', ('a',), device_impl=ops_device.device_neg)
 def neg(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
         ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """``-a`` in ``fmt`` (exact for signed float formats; int8 ``-(-128)`` follows the
@@ -578,6 +591,7 @@ def neg(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Ov
     return _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, np.negative, "neg")
 
 
+@tensor_entry('abs', ('a',), device_impl=ops_device.device_abs)
 def abs(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,  # noqa: A001
         ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """``|a|`` in ``fmt``.
@@ -603,6 +617,7 @@ def _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, is_min):
     return _finish(np.array(r, np.float64), sx and sy)
 
 
+@tensor_entry('minimum', ('a', 'b'), device_impl=ops_device.device_minimum)
 def minimum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
             overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """Elementwise minimum of ``a`` and ``b`` cast to ``fmt`` (IEEE 754-2019
@@ -614,6 +629,7 @@ def minimum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even
     return _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, True)
 
 
+@tensor_entry('maximum', ('a', 'b'), device_impl=ops_device.device_maximum)
 def maximum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
             overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """Elementwise maximum of ``a`` and ``b`` cast to ``fmt`` (NaN if either is NaN,

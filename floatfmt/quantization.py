@@ -41,6 +41,7 @@ import numpy as np
 from ._formats import Format, FormatLike
 from ._types import Overflow, RngLike, Values
 
+from .dispatch import tensor_entry
 from .blockscale import SCALE_ROUNDINGS, mx_quantize, nvfp4_quantize
 from .exact import to_exact
 from .groupscale import quantize_tiled, tiled_request
@@ -55,6 +56,7 @@ _SCHEMES = ("symmetric", "asymmetric")
 _GRANULARITIES = ("tensor", "channel", "group", "block")
 
 
+@tensor_entry("quantize", ("x", "scale", "zero_point"), ste=True)
 def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
              granularity: str = "tensor", axis: int | None = None, calibration: str = "max",
              percentile: float = 99.99, rounding: str = "nearest_even", scale: Any = None,
@@ -324,6 +326,7 @@ _QUANTIZE_DEFAULTS = {k: v.default for k, v in __import__("inspect").signature(q
                       if v.kind is v.KEYWORD_ONLY}
 
 
+@tensor_entry("fake_quant", ("x",), ste=True)
 def fake_quant(x: Values, fmt: FormatLike = "int8", **options: Any) -> np.ndarray:
     """Quantise then dequantise (the forward pass of quantisation-aware training);
     same options as ``quantize``.  Returns float64 (it holds every result exactly);

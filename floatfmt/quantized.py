@@ -25,6 +25,7 @@ from ._block_formats import block_formats, close_block_formats, get_block_format
 from ._formats import Format, get_format
 from ._names import unknown_name
 from .codec import values_to_codes
+from .dispatch import fields_device, tensor_method
 from .exact import to_exact
 
 __all__ = ["QuantizedTensor", "dequantize"]
@@ -181,6 +182,11 @@ class QuantizedTensor:
         """Integer codes: the integers themselves for int formats (int8 / uint8 /
         int16 / int32 arrays as needed), bit patterns (uint8) for float elements
         and MXINT8 (its two's-complement byte)."""
+        if fields_device(self) is not None:
+            return tensor_method(self, "_codes_of")
+        return self._codes_of()
+
+    def _codes_of(self):
         if "codes" not in self._cache:
             fmt = self.element_format
             if self.fmt == "mxint8":
@@ -205,7 +211,10 @@ class QuantizedTensor:
         return np.take(rep, np.arange(n), axis=axis) if rep.shape[axis] != n else rep
 
     def dequantize(self, dtype=np.float64) -> np.ndarray:
-        """``(elements - zero_point) * scale`` as ``dtype`` (float64 holds it exactly)."""
+        """``(elements - zero_point) * scale`` as ``dtype`` (float64 holds it exactly).
+        Made from a tensor: a tensor on its device (``dispatch.tensor_method``)."""
+        if fields_device(self) is not None:
+            return tensor_method(self, "dequantize", dtype)
         if self.granularity == "block":
             out = _block_dequantize(self)
         else:

@@ -25,13 +25,16 @@ tests run every case through both.
 
 ``_general_chunk`` and its helpers are written once over an array namespace
 ``xp`` (``_xp``: numpy, or torch when given a tensor; torch is never imported
-here).  A torch tensor takes ``_general_chunk`` whole, with torch ops on its
-own device: the fast path stays numpy-only because its speed comes from numpy
+here).  A CUDA tensor (or a CPU tensor under ``dispatch.force_namespace``, and any
+tensor in stochastic mode) takes ``_general_chunk`` whole, with torch ops on its
+own device; a CPU tensor otherwise runs the numpy routine on a view of its memory
+(``floatfmt.dispatch``: torch CPU equals numpy by construction, and as fast).
+The fast path stays numpy-only because its speed comes from numpy
 specifics (in-place ufuncs with ``out=`` into reused cache-sized buffers, the
 clip ufunc, reductions to skip work per chunk) that have no portable torch
 form, and a second statement of the rule in torch ops would be a second
-rounding routine.  tests/test_torch.py shows the torch path equal to the numpy
-path (fast and general) bit for bit on every format, mode and policy.
+rounding routine.  tests/test_torch.py shows the namespace (device) path equal to
+the numpy path (fast and general) bit for bit on every format, mode and policy.
 """
 
 # size: the one rounding routine: its general path, the fast path that must stay bit-identical
@@ -49,6 +52,7 @@ from fractions import Fraction
 import numpy as np
 
 from ._xp import NUMPY, is_tensor, namespace
+from .dispatch import from_host, host_kernels, to_host
 from ._formats import Format
 from . import threads
 from ._names import unknown_name
@@ -514,8 +518,12 @@ def _draws(sr_random, mode, sr_bits, shape):
 
 
 def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out):
-    """``round_values`` for a float64 torch tensor: ``_general_chunk`` with torch ops
-    on the tensor's device (see the module docstring); returns a float64 tensor there."""
+    """``round_values`` for a float64 torch tensor; returns a float64 tensor on its device.
+
+    CPU tensors (deterministic modes) take the numpy routine on a view of their memory;
+    other devices, stochastic rounding (a ``torch.Generator``'s bits) and CPU tensors
+    under ``dispatch.force_namespace`` take ``_general_chunk`` with torch ops on the
+    tensor's device (see the module docstring and ``floatfmt.dispatch``)."""
     xp = namespace(x)
     if x.dtype != xp.t.float64:
         raise TypeError(f"round_values takes float64 tensors, not {x.dtype}")
@@ -532,9 +540,15 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
             raise ValueError("daz with a sticky part is not supported on tensors")
     policy = resolve_overflow(overflow, fmt)
     _check_sr(mode, sr_bits)
+    x = x.detach()
+    if mode not in STOCHASTIC and host_kernels(x):
+        # CPU tensor: the numpy routine on views of the tensor's memory (see floatfmt.dispatch)
+        st = None if sticky is None else to_host(sticky).astype(np.uint8)
+        r = round_values(to_host(x), fmt, mode, policy, ftz=ftz, daz_below=daz_below,
+                         sticky=st)
+        return from_host(r, x.device)
     if mode in STOCHASTIC:
         rng = xp.generator(rng, x)
-    x = x.detach()
     if daz_below is not None:
         x, _, _ = _daz(x, None, None, daz_below, xp)
     if x.device.type != "cpu" or x.numel() <= _TORCH_CHUNK:

@@ -52,6 +52,7 @@ import numpy as np
 
 from . import eft, fdpa
 from ._block_formats import get_block_format, is_block_format
+from .dispatch import tensor_entry
 from ._formats import Format, FormatLike, get_format
 from ._names import unknown_name
 from ._types import Values
@@ -637,6 +638,7 @@ def tensorcore_product(kind, a, b, fmt, model, acc_fmt="fp32", *, rounding="near
     return out, m.acc_fmt
 
 
+@tensor_entry('mma', ('a', 'b', 'c'))
 def mma(a: Values, b: Values, c: Values, fmt: FormatLike, model: str | TensorCoreModel,
         acc_fmt: FormatLike = "fp32") -> Values:
     """D = A.B + C as one matrix unit computes it: C is the accumulator input of the unit.

@@ -38,10 +38,12 @@ LAYER_OF_PREFIX = {
     # arithmetic: error-free transformations, ops, arrays, accumulation, matrix units
     "floatfmt.eft": "arithmetic",
     "floatfmt.ops": "arithmetic",
+    "floatfmt.ops_device": "arithmetic",
     "floatfmt.fparray": "arithmetic",
     "floatfmt.accumulate": "arithmetic",
     "floatfmt.tensorcore": "arithmetic",
     "floatfmt.fdpa": "arithmetic",
+    "floatfmt.tensorcore_device": "arithmetic",
     # lab: quantisation, block scaling, loss scaling, training
     "floatfmt.quotients": "lab",
     "floatfmt.quantized": "lab",
@@ -59,6 +61,7 @@ LAYER_OF_PREFIX = {
     # torch: the optional array backend for tensors
     "floatfmt.torch": "torch",
     "floatfmt._xp": "core",
+    "floatfmt.dispatch": "core",
     # gpu: capture and comparison with real hardware
     "floatfmt.gpu": "gpu",
     # teach: explanations, figures, the tour, the course, the command line, the explorer

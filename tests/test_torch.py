@@ -2,9 +2,11 @@
 numpy path, stochastic rounding from a torch.Generator, straight-through gradients,
 and errors that say what was given.
 
-The torch path runs the rounding routine's general implementation with torch ops
-(``rounding._general_chunk`` over ``_xp``); the numpy path takes its fast path
-where it can.  Every test here compares the two element for element (NaN by class,
+CPU tensors run the numpy kernels on views of their memory (``floatfmt.dispatch``);
+CUDA tensors run the rounding routine's general implementation with torch ops
+(``rounding._general_chunk`` over ``_xp``).  Every test runs twice (the ``path``
+fixture): once as users get it, once with CPU tensors forced through the device
+code, which the numpy path (taking its fast path where it can) must equal.  Every test here compares the two element for element (NaN by class,
 the sign of zero counted) or checks a rule stated independently of the code.
 CUDA tests skip with a reason on machines without a GPU.
 """
@@ -21,6 +23,7 @@ import pytest
 
 import floatfmt as ff
 from tests.oracles.compare import mismatches as bad
+from floatfmt.dispatch import force_namespace
 from floatfmt.rounding import MODES, OVERFLOWS, STOCHASTIC, resolve_overflow
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
@@ -63,6 +66,16 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(autouse=True, params=["host", "namespace"])
+def path(request):
+    """Every test runs twice: CPU tensors through the numpy kernels (the default,
+    ``floatfmt.dispatch``) and through the namespace code that CUDA runs
+    (``force_namespace``), so each comparison with numpy below proves the device
+    code equal to the numpy path on CPU tensors."""
+    with force_namespace(request.param == "namespace"):
+        yield request.param
 
 
 def edge_inputs(name):

@@ -20,6 +20,15 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
+@pytest.fixture(autouse=True, params=["host", "namespace"])
+def path(request):
+    """Each test twice: CPU tensors through the numpy kernels (the default) and
+    through the device (namespace) code (``floatfmt.dispatch.force_namespace``)."""
+    from floatfmt.dispatch import force_namespace
+    with force_namespace(request.param == "namespace"):
+        yield request.param
+
+
 def data(shape, seed, spread=20):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(shape) * np.exp2(rng.integers(-spread, spread, shape))

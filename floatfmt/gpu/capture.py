@@ -17,7 +17,8 @@ every one):
 ``probes``  the reference file's GEMM probes for fp16, bf16, tf32 and FP8, and FP8
             promotion-interval probes;
 ``random``  per input and output format, 6 random matmuls 64 x K x 64, each run twice;
-``sweep``   the four casts for all 2^32 float32 patterns, compared in worker processes.
+``sweep``   the four casts for all 2^32 float32 patterns, compared in worker processes;
+``torch``   floatfmt's own torch path on the device against CPU tensors, and its speed.
 
 A new section is a module in ``floatfmt/gpu/sections/`` and one line in
 ``sections.SECTION_MODULES``.

@@ -32,6 +32,7 @@ SECTION_MODULES = (
     "random_gemms",
     "blockscaled",
     "sweep",
+    "torch_path",
 )
 
 
@@ -60,6 +61,6 @@ def section_names() -> list[str]:
     """The ``--sections`` names in run order.
 
     >>> section_names()
-    ['casts', 'tf32', 'probes', 'random', 'sweep']
+    ['casts', 'tf32', 'probes', 'random', 'sweep', 'torch']
     """
     return [s.name for s in sections()]

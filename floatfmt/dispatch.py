@@ -1,0 +1,311 @@
+"""Array type in = array type out: how torch tensors reach floatfmt's kernels.
+
+Every public function that takes arrays (``cast``, ``encode``, ``decode``, the
+arithmetic of ``ops``, ``sum`` / ``dot`` / ``matmul`` / ``mma``, ``quantize`` /
+``dequantize`` / ``fake_quant``) returns the kind of array it was given: numpy in, numpy out; a ``torch.Tensor`` in, a tensor out
+on the same device.  This module is the one place that decides how a tensor is
+computed.  It never imports torch (a tensor exists only once the user imported
+torch; the module is taken from ``sys.modules`` through ``floatfmt._xp``).
+
+The rule, and why:
+
+* **CPU tensors run the numpy kernels on zero-copy views** of the tensor's memory
+  (``t.detach().numpy()`` in, ``torch.from_numpy`` out).  The numpy path is the
+  library's reference and fast path (in-place ufuncs over cache-sized chunks,
+  reductions that skip work, error-free transformations with exact slow paths);
+  running it on the tensor's own memory makes torch CPU equal to numpy *by
+  construction* and as fast, with no second implementation to keep in step.
+  bfloat16 and float8 tensors, which numpy cannot view, are widened to float64
+  first (exact; the data is already on the host).
+* **Tensors on another device (CUDA)** run code written once over the array
+  namespace (``floatfmt._xp``) with torch ops on that device: the rounding
+  routine's general implementation (``cast``, ``encode``, ``decode`` and the
+  rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
+  (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``
+  and ``sum`` in the sequential and pairwise orders, formats up to fp32,
+  deterministic modes) and ``matmul`` / ``dot`` with a tensor-core ``model``
+  (``floatfmt.tensorcore_device``).  Functions, formats or options that have no
+  device implementation yet (the other ``sum`` orders, ``dot`` / ``matmul``
+  without a model, ``mma``, ``quantize``, ``fake_quant``, fp64 arithmetic) raise
+  ``NotImplementedError`` naming the function and the device, never a silent
+  copy to the host and back.
+* The device code is proven equal to the numpy kernels on CPU tensors: inside
+  ``force_namespace()`` (or with the environment variable
+  ``FLOATFMT_TORCH_PATH=namespace``) CPU tensors take the namespace code too;
+  tests/test_torch*.py compare both paths bit for bit.
+
+Result dtypes: as the numpy path gives them.  ``cast`` keeps a float32 / float16 /
+bfloat16 / float8 input dtype where it holds every value of the target format,
+else float64 (float64 in gives float64); the arithmetic, sums and products give
+float64; ``encode`` torch's unsigned integer dtype of the code width.
+
+Stochastic rounding: ``cast`` / ``encode`` of a tensor always take the namespace
+code (random bits from a ``torch.Generator`` on the tensor's device, or an int
+seed), on CPU as on CUDA.  The arithmetic on CPU tensors draws from numpy (an int
+seed or a numpy Generator, as for numpy arrays); on CUDA it is not implemented.
+
+Autograd: ``cast`` and ``floatfmt.torch.fake_quant`` attach a straight-through
+gradient (see their docstrings); so do ``ff.fake_quant`` and
+``ff.quantize(x).dequantize()`` on tensors (the identity: the gradient of x passes
+unchanged).  The other functions listed above are **not differentiable**: their
+results are new tensors without a graph (``requires_grad`` False), whatever the
+inputs.
+
+Dataclass results (``ff.quantize``'s ``QuantizedTensor``) hold tensors in their
+array fields; their methods that compute (``dequantize``, ``codes``) go through
+``tensor_method``.
+
+Bad input is refused before any work, with the function's name: complex
+tensors, dtypes other than floating-point / integer / bool (TypeError); numpy
+arrays (or ``FPArray``) mixed with tensors in one call (TypeError: convert one
+side explicitly); tensors on two devices, or on a device other than ``DEVICES``
+(ValueError, e.g. ``meta``; MPS has no float64).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import inspect
+import os
+import sys
+from typing import Any, Callable, Iterator, TypeVar, cast
+
+import numpy as np
+
+from ._xp import is_tensor, namespace
+
+__all__ = ["tensor_entry", "tensor_method", "fields_device", "STE_SOURCE",
+           "host_kernels", "force_namespace", "to_host", "from_host",
+           "check_tensors", "host_kernels_device", "ENV_VAR", "DEVICES"]
+
+ENV_VAR = "FLOATFMT_TORCH_PATH"
+_FORCE = [os.environ.get(ENV_VAR, "auto").strip().lower() == "namespace"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@contextlib.contextmanager
+def force_namespace(on: bool = True) -> Iterator[None]:
+    """Within the block, CPU tensors take the namespace (device) code instead of the
+    numpy kernels wherever a function has one (used by the equality tests; functions
+    without device code then raise NotImplementedError for CPU tensors too)."""
+    old = _FORCE[0]
+    _FORCE[0] = bool(on)
+    try:
+        yield
+    finally:
+        _FORCE[0] = old
+
+
+def host_kernels(t: Any) -> bool:
+    """True when the tensor ``t`` is computed by the numpy kernels (a CPU tensor, and
+    ``force_namespace`` not in effect)."""
+    return host_kernels_device(t.device)
+
+
+def host_kernels_device(device: Any) -> bool:
+    """``host_kernels`` for a device rather than a tensor."""
+    return device.type == "cpu" and not _FORCE[0]
+
+
+# devices whose tensors floatfmt computes on (CUDA: where a device implementation exists)
+DEVICES = ("cpu", "cuda")
+
+# dtypes numpy can view without a copy (torch name -> the same layout in numpy)
+_VIEWABLE = {"float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+_ACCEPTED = ("floating-point (float64, float32, float16, bfloat16, float8_*), "
+             "integer (int8..int64, uint8) or bool")
+
+
+def _dtype_name(t: Any) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def check_tensors(name: str, operands: list[Any], codes: bool = False) -> Any:
+    """Check the operands of one call that holds at least one tensor; return the device.
+
+    TypeError for a complex tensor, a tensor dtype outside ``_ACCEPTED`` (``codes``:
+    bit patterns, where torch's uint16/32/64, as ``encode`` returns them, are accepted
+    too), or a numpy array / FPArray among the operands (no silent mixing of array
+    kinds); ValueError for tensors on two devices or on a device not in ``DEVICES``."""
+    device = None
+    for x in operands:
+        if is_tensor(x):
+            if x.is_complex():
+                raise TypeError(f"{name}: complex tensors are not supported (got {x.dtype}); "
+                                f"accepted: {_ACCEPTED} tensors")
+            if not (x.is_floating_point() or _dtype_name(x) in _VIEWABLE
+                    or codes and _dtype_name(x) in ("uint16", "uint32", "uint64")):
+                raise TypeError(f"{name}: unsupported tensor dtype {x.dtype}; accepted: "
+                                f"{_ACCEPTED}")
+            if x.device.type not in DEVICES:
+                raise ValueError(f"{name}: tensors on {x.device} are not supported; accepted "
+                                 f"devices: {', '.join(DEVICES)}")
+            if device is None:
+                device = x.device
+            elif x.device != device:
+                raise ValueError(f"{name}: tensors on two devices ({device} and {x.device}); "
+                                 "put every operand on one device")
+        elif isinstance(x, np.ndarray) or hasattr(x, "fmt") and hasattr(x, "_v"):
+            kind = "a numpy array" if isinstance(x, np.ndarray) else type(x).__name__
+            raise TypeError(f"{name}: {kind} mixed with torch tensors; give all array operands "
+                            "as tensors (torch.from_numpy) or all as numpy arrays (t.numpy())")
+    return device
+
+
+def to_host(x: Any) -> Any:
+    """A CPU tensor as a numpy array sharing its memory (bfloat16 / float8: widened to a
+    float64 copy, exactly); anything else is returned unchanged."""
+    if not is_tensor(x):
+        return x
+    t = x.detach()
+    if _dtype_name(t) in _VIEWABLE:
+        return t.resolve_neg().resolve_conj().numpy()
+    return t.to(namespace(t).t.float64).numpy()
+
+
+def from_host(r: Any, device: Any) -> Any:
+    """The result of a numpy kernel as tensors on ``device`` (a CPU device): arrays
+    become tensors sharing their memory (copied first if read-only or a numpy dtype
+    torch lacks), Python / numpy scalars 0-d tensors (float64 for floats), tuples and
+    lists element by element; None stays None."""
+    torch = _torch()
+    if r is None:
+        return None
+    if isinstance(r, tuple):
+        return tuple(from_host(v, device) for v in r)
+    if isinstance(r, list):
+        return [from_host(v, device) for v in r]
+    if isinstance(r, (bool, np.bool_)):
+        return torch.tensor(bool(r), device=device)
+    if isinstance(r, (float, np.floating)):
+        return torch.tensor(float(r), dtype=torch.float64, device=device)
+    if isinstance(r, (int, np.integer)):
+        return torch.tensor(int(r), dtype=torch.int64, device=device)
+    if dataclasses.is_dataclass(r) and not isinstance(r, type):
+        return _map_fields(r, lambda v: from_host(v, device) if isinstance(v, np.ndarray) else v)
+    if isinstance(r, np.ndarray):
+        if r.dtype.kind == "f" and r.dtype.itemsize not in (2, 4, 8) or r.dtype.kind not in "fiub":
+            r = r.astype(np.float64)  # e.g. an ml_dtypes array: exact in float64
+        if not r.flags.writeable or any(s < 0 for s in r.strides):
+            r = r.copy()
+        return torch.from_numpy(r)
+    return r
+
+
+def _torch() -> Any:
+    """The torch module (only called once a tensor has been seen)."""
+    return sys.modules["torch"]
+
+
+def _map_fields(obj: Any, fn: Callable[[Any], Any]) -> Any:
+    """A copy of the dataclass ``obj`` with ``fn`` applied to its public fields (private
+    ones, such as a cache, start empty; other attributes are not copied)."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        if not f.init:
+            continue
+        v = getattr(obj, f.name)
+        if f.name.startswith("_"):
+            if isinstance(v, dict):
+                changes[f.name] = {}
+            continue
+        changes[f.name] = fn(v)
+    return dataclasses.replace(obj, **changes)
+
+
+def fields_device(obj: Any) -> Any:
+    """The device of the first tensor among the public fields of the dataclass ``obj``
+    (a ``QuantizedTensor`` made from a tensor), or None when it holds no tensor."""
+    for f in dataclasses.fields(obj):
+        v: Any = getattr(obj, f.name, None)
+        if is_tensor(v):
+            return v.device
+    return None
+
+
+def tensor_method(obj: Any, name: str, *args: Any) -> Any:
+    """``obj.name(*args)`` for a dataclass holding tensors (see ``fields_device``): on a
+    CPU device the numpy method runs on a copy of ``obj`` whose fields are views of the
+    tensors, and its result comes back as a tensor; a torch dtype among ``args`` is
+    applied to the float64 result.  The result carries the straight-through gradient of
+    the tensor ``obj`` was made from (``STE_SOURCE``), when that one requires grad.
+    Other devices: NotImplementedError."""
+    device = fields_device(obj)
+    cls = type(obj).__name__
+    if not host_kernels_device(device):
+        raise _no_device_code(f"{cls}.{name}", device)
+    torch = _torch()
+    dtypes = [a for a in args if isinstance(a, torch.dtype)]
+    args = tuple(np.float64 if isinstance(a, torch.dtype) else a for a in args)
+    host = _map_fields(obj, to_host)
+    r = from_host(getattr(host, name)(*args), device)
+    if dtypes and is_tensor(r):
+        r = r.to(dtypes[0])
+    src = getattr(obj, STE_SOURCE, None)
+    if src is not None and is_tensor(r) and r.is_floating_point():
+        r = namespace(src).straight_through(src, r)
+    return r
+
+
+STE_SOURCE = "_ste_source"
+
+
+def _no_device_code(name: str, device: Any) -> NotImplementedError:
+    return NotImplementedError(
+        f"{name} has no {device.type} implementation yet: it runs on numpy arrays and CPU "
+        f"tensors; the operands are on {device}. floatfmt does not copy them to the host "
+        "silently; call .cpu() yourself if a host round trip is what you want")
+
+
+def tensor_entry(name: str, operands: tuple[str, ...],
+                 device_impl: Callable[..., Any] | None = None,
+                 ste: bool = False) -> Callable[[F], F]:
+    """Decorator: make the numpy-path function take torch tensors (the rule above).
+
+    ``operands``: the names of the parameters that may hold arrays.  A call without
+    a tensor among them is passed straight through (one type test per operand).
+    With a tensor: the operands are checked (``check_tensors``); CPU tensors are
+    viewed as numpy arrays, the function runs, and its results come back as CPU
+    tensors (``from_host``; a dataclass result gets its array fields as tensors);
+    other devices (or CPU under ``force_namespace``) call ``device_impl`` with the
+    original arguments, or raise NotImplementedError.
+
+    ``ste``: when the first operand is a tensor that requires grad, a tensor result
+    carries its identity straight-through gradient, and a dataclass result keeps it
+    (``STE_SOURCE``) for ``tensor_method`` (``quantize(x).dequantize()``).
+    """
+    def wrap(fn: F) -> F:
+        params = list(inspect.signature(fn).parameters)
+        where = [(params.index(p), p) for p in operands]
+        positions = {i for i, _ in where}
+
+        def pick(args: tuple, kwargs: dict) -> list[Any]:
+            return [args[i] if i < len(args) else kwargs.get(p) for i, p in where]
+
+        @functools.wraps(fn)
+        def entry(*args: Any, **kwargs: Any) -> Any:
+            ops = pick(args, kwargs)
+            if not any(is_tensor(x) for x in ops):
+                return fn(*args, **kwargs)
+            device = check_tensors(f"floatfmt.{name}", ops)
+            if host_kernels_device(device):
+                args = tuple(to_host(a) if i in positions else a
+                             for i, a in enumerate(args))
+                kwargs = {k: (to_host(v) if k in operands else v) for k, v in kwargs.items()}
+                r = from_host(fn(*args, **kwargs), device)
+                src = ops[0]
+                if ste and is_tensor(src) and src.requires_grad:
+                    if is_tensor(r) and r.is_floating_point():
+                        r = namespace(src).straight_through(src, r)
+                    elif dataclasses.is_dataclass(r):
+                        object.__setattr__(r, STE_SOURCE, src)
+                return r
+            if device_impl is None:
+                raise _no_device_code(f"floatfmt.{name}", device)
+            return device_impl(*args, **kwargs)
+
+        return cast(F, entry)
+    return wrap

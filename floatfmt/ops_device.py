@@ -1,0 +1,370 @@
+"""The arithmetic of ``floatfmt.ops`` on tensors of any device (CUDA): ``add``, ``sub``,
+``mul``, ``fma``, ``div``, ``sqrt``, ``neg``, ``abs``, ``minimum``, ``maximum``, written
+over the array namespace (torch ops on the tensor's device; torch is never imported here).
+
+``floatfmt.dispatch`` calls these for tensors that are not computed by the numpy
+kernels (CUDA tensors, or CPU tensors under ``force_namespace``, which the tests
+use to prove them equal to the numpy path).  The rule is the one of ``ops``:
+operands are cast to ``fmt`` (``ff.cast`` on the device, with ``daz`` then
+flushing operands that are subnormal in ``fmt``), the exact result is formed and
+rounded once by the one rounding routine:
+
+* products of two values of a format of at most 26 significant bits (every format
+  up to fp32) are exact in float64;
+* a sum s = fl(x + y) has the exact error e (Knuth's TwoSum), and the exact value
+  s + e is handed to the routine as the float64 truncated toward zero plus its
+  remainder class (``rounding.round_values``' ``sticky``), as
+  ``floatfmt.eft.to_sticky`` does on numpy;
+* a quotient q = fl(x / y) or root q = fl(sqrt(x)) has an exact residual
+  (x - q y, x - q q: Dekker's TwoProd) whose sign says on which side of q the exact
+  value lies; it is never a float64 midpoint, so t and the class follow
+  (``floatfmt.eft.exact_quotient`` / ``exact_sqrt`` on numpy);
+* IEEE zero signs: an exact zero sum is +0, except -0 for (-0) + (-0), or in mode
+  ``down`` for any exact zero but (+0) + (+0).
+
+Limits (each raises NotImplementedError naming the function and the device, never a
+host copy): formats whose products do not fit float64 (fp64, wide custom formats),
+and stochastic rounding (its exact remainder is not carried on tensors).  Python
+scalars mix with tensors as in the numpy path; results are float64 tensors on the
+operands' device, not differentiable.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._cast import cast
+from ._formats import Format, get_format
+from ._xp import is_tensor, namespace
+from .dispatch import check_tensors
+from .eft import product_is_exact
+from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
+
+__all__ = ["quotient_sticky", "root_sticky", "device_sum", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
+           "device_sqrt", "device_neg", "device_abs", "device_minimum", "device_maximum"]
+
+
+class _Options:
+    """The resolved options of one call (as ``ops.make_ctx`` resolves them)."""
+
+    def __init__(self, fmt: Format, rounding: Any, overflow: Any, ftz: bool, daz: bool):
+        self.rounding, self.overflow, self.ftz, self.daz = rounding, overflow, ftz, daz
+        self.mode = resolve_mode(rounding)
+        self.policy = resolve_overflow(overflow, fmt)
+
+
+class _Call:
+    """One call: its resolved options, the torch module and the device."""
+
+    def __init__(self, name: str, operands: list, fmt: Any, rounding: Any, overflow: Any,
+                 ftz: Any, daz: Any, sr_bits: Any = None):
+        self.name = f"floatfmt.{name}"
+        self.device = check_tensors(self.name, operands)
+        if resolve_mode(rounding) in STOCHASTIC:
+            raise self.no("stochastic rounding")
+        if sr_bits is not None:
+            raise ValueError("sr_bits applies to rounding='stochastic' only")
+        self.fmt: Format = get_format(fmt)
+        self.ctx = _Options(self.fmt, rounding, overflow, bool(ftz), bool(daz))
+        if not product_is_exact(self.fmt):
+            raise self.no(f"the format {self.fmt.name} (its products do not fit float64)")
+        tensor = next(x for x in operands if is_tensor(x))
+        self.xp = namespace(tensor)
+        self.t = self.xp.t
+
+    def no(self, what: str) -> NotImplementedError:
+        return NotImplementedError(f"{self.name} on {getattr(self, 'device', 'this device')}: "
+                                   f"{what} is not implemented on the device yet (numpy arrays "
+                                   "and CPU tensors support it)")
+
+    def operand(self, x: Any, what: str = "operand") -> Any:
+        """x cast to fmt as a float64 tensor on the device (daz applied; NaN refused for
+        formats without NaN, as ``ops.operand_values``)."""
+        t, fmt, ctx = self.t, self.fmt, self.ctx
+        if not is_tensor(x):
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise TypeError(f"{self.name}: operands mixed with tensors must be tensors or "
+                                f"Python numbers, not {type(x).__name__}")
+            if isinstance(x, int) and abs(x) > 2 ** 53:
+                raise self.no("a Python int past 2**53 beside tensors")
+            x = t.tensor(float(x), dtype=t.float64, device=self.device)
+        v = cast(x, fmt, ctx.rounding, ctx.overflow, ctx.ftz, False, dtype=t.float64).detach()
+        if ctx.daz and fmt.kind == "float" and fmt.subnormals:
+            tiny = (v.abs() < fmt.smallest_normal) & (v != 0)
+            v = t.where(tiny, t.copysign(t.zeros_like(v), v), v)
+        if (not fmt.has_nan or fmt.kind == "int") and bool(t.isnan(v).any()):
+            raise ValueError(f"{fmt.name} has no NaN, but an {what} is NaN")
+        return v
+
+    def finish(self, r: Any, name: str) -> Any:
+        fmt = self.fmt
+        if (not fmt.has_nan or fmt.kind == "int") and bool(self.t.isnan(r).any()):
+            raise ValueError(
+                f"{name} in {fmt.name} has an invalid result (such as 0/0, Inf - Inf, 0 * Inf "
+                f"or sqrt of a negative number) and {fmt.name} has no NaN to hold it")
+        return r
+
+    def round(self, v: Any, sticky: Any = None) -> Any:
+        c = self.ctx
+        return round_values(v, self.fmt, c.mode, c.policy, ftz=c.ftz, sticky=sticky)
+
+
+def _exact_sum(x: Any, y: Any, t: Any) -> tuple[Any, Any]:
+    """Exact x + y as (float64 truncated toward zero, uint8 remainder class 0..3) with
+    TwoSum; the class is measured in the step above |s| (the sum lies beyond s) or
+    below it (the sum lies short of s, where t is the next float64 toward zero)."""
+    s = x + y
+    bb = s - x
+    e = (x - (s - bb)) + (y - bb)
+    nz = t.isfinite(s) & (s != 0) & (e != 0)
+    zero = t.zeros((), dtype=s.dtype, device=s.device)
+    e = t.where(nz, e, zero)
+    a, ae2 = s.abs(), 2.0 * e.abs()
+    beyond = t.sign(e) == t.sign(s)
+    up = t.nextafter(a, t.full_like(a, math.inf)) - a
+    c_beyond = t.where(ae2 < up, 1, 2)
+    tz = t.nextafter(s, zero)
+    d = a - tz.abs()
+    c_short = t.where(ae2 > d, 1, t.where(ae2 < d, 3, 2))
+    cls = t.where(nz, t.where(beyond, c_beyond, c_short), 0).to(t.uint8)
+    return t.where(nz & ~beyond, tz, s), cls
+
+
+def _zero_signs(v: Any, cls: Any, x: Any, y: Any, mode: str, t: Any) -> Any:
+    """IEEE signs of exact zero sums x + y (see the module docstring)."""
+    exact_zero = (v == 0) & (cls == 0)
+    xs, ys = t.signbit(x), t.signbit(y)
+    if mode != "down":
+        neg = (x == 0) & (y == 0) & xs & ys
+    else:
+        neg = ~(((x == 0) & ~xs) & ((y == 0) & ~ys))
+    signed = t.where(neg, -0.0, 0.0).to(v.dtype)
+    return t.where(exact_zero, signed, v)
+
+
+def _sum_rounded(c: _Call, p: Any, z: Any, name: str) -> Any:
+    p, z = c.t.broadcast_tensors(p, z)
+    v, cls = _exact_sum(p, z, c.t)
+    c.finish(v, name)
+    v = _zero_signs(v, cls, p, z, c.ctx.mode, c.t)
+    return c.round(v, cls)
+
+
+def device_add(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+               ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
+    """``ff.add`` on the device (see the module docstring)."""
+    c = _Call("add", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    return _sum_rounded(c, c.operand(a), c.operand(b), "add")
+
+
+def device_sub(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+               ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
+    """``ff.sub`` on the device: x + (-y), exactly as the numpy path."""
+    c = _Call("sub", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    return _sum_rounded(c, c.operand(a), -c.operand(b), "sub")
+
+
+def device_mul(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+               ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
+    """``ff.mul`` on the device: the float64 product is exact."""
+    c = _Call("mul", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    x, y = c.t.broadcast_tensors(c.operand(a), c.operand(b))
+    return c.round(c.finish(x * y, "mul"))
+
+
+def device_fma(a: Any, b: Any, cc: Any, fmt: Any, rounding: Any = "nearest_even",
+               overflow: Any = None, ftz: Any = False, daz: Any = False, rng: Any = None, *,
+               sr_bits: Any = None) -> Any:
+    """``ff.fma`` on the device: the exact product plus c, rounded once.  (Infinite or NaN
+    operands: IEEE's a * b + c, which float64 computes exactly for these formats.)"""
+    c = _Call("fma", [a, b, cc], fmt, rounding, overflow, ftz, daz, sr_bits)
+    t = c.t
+    x, y, z = t.broadcast_tensors(c.operand(a), c.operand(b), c.operand(cc))
+    # the float64 product is exact (a zero one with IEEE's sign; Inf * 0 is NaN)
+    return _sum_rounded(c, x * y, z, "fma")
+
+
+_SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitter
+
+
+def _two_prod_error(a: Any, b: Any, p: Any) -> Any:
+    """The exact error a * b - p of p = fl(a * b) (Dekker, Veltkamp's split; exact for
+    the magnitudes of formats up to fp32 and their quotients and roots)."""
+    def split(v: Any) -> tuple[Any, Any]:
+        c = _SPLITTER * v
+        hi = c - (c - v)
+        return hi, v - hi
+    ah, al = split(a)
+    bh, bl = split(b)
+    return ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _placed(q: Any, side: Any, inexact: Any, t: Any) -> tuple[Any, Any]:
+    """(t, class) from a float64 result q and the side of it where the exact value lies
+    (``side`` > 0: beyond q, away from zero): beyond, t = q and class 1; short, t is the
+    next float64 toward zero and class 3 (a quotient or root of float64 numbers is never
+    a float64 midpoint, so these are the only classes)."""
+    zero = t.zeros((), dtype=q.dtype, device=q.device)
+    beyond = side > 0
+    v = t.where(inexact & ~beyond, t.nextafter(q, zero), q)
+    cls = t.where(inexact, t.where(beyond, 1, 3), 0).to(t.uint8)
+    return v, cls
+
+
+def quotient_sticky(x: Any, y: Any) -> tuple[Any, Any]:
+    """Exact x / y of float64 tensors as (t, class), t truncated toward zero (as
+    ``eft.exact_quotient``, for |x|, |y|, |x / y| within 2**-900 .. 2**900): q = fl(x / y)
+    and the sign of the exact residual x - q y (TwoProd) place the quotient."""
+    t = namespace(x).t
+    q = x / y
+    ok = t.isfinite(q) & (q != 0) & t.isfinite(x) & t.isfinite(y)
+    zero = t.zeros((), dtype=q.dtype, device=q.device)
+    qs, ys = t.where(ok, q, zero), t.where(ok, y, zero)
+    p = qs * ys
+    r = (t.where(ok, x, zero) - p) - _two_prod_error(qs, ys, p)
+    return _placed(q, t.sign(r) * t.sign(y) * t.sign(q), ok & (r != 0), t)
+
+
+def root_sticky(x: Any) -> tuple[Any, Any]:
+    """Exact sqrt(x) of a float64 tensor as (t, class) (as ``eft.exact_sqrt``, for x
+    within 2**-900 .. 2**900): t is the largest float64 with t * t <= x, found from
+    q = sqrt(x) and its neighbours by the sign of the exact residual x - t t (TwoProd),
+    so that a device sqrt off by one ulp (torch's CPU float64 sqrt is, for some inputs)
+    changes nothing; the class is 3 where the residual exceeds t * ulp(t) (the root is
+    past the midpoint t + ulp / 2), else 1 (a root is never a midpoint), 0 where exact."""
+    t = namespace(x).t
+    ok = t.isfinite(x) & (x > 0)
+    zero = t.zeros((), dtype=x.dtype, device=x.device)
+    inf = t.full((), math.inf, dtype=x.dtype, device=x.device)
+    xs = t.where(ok, x, zero)
+
+    def resid(v: Any) -> Any:
+        p = v * v
+        return (xs - p) - _two_prod_error(v, v, p)
+
+    q = t.sqrt(xs)
+    r = resid(q)
+    low = t.where(r < 0, t.nextafter(q, zero), q)  # at most one ulp below the root
+    up = t.nextafter(low, inf)
+    r_up = resid(up)
+    tt = t.where(r_up >= 0, up, low)
+    rt = t.where(r_up >= 0, r_up, resid(low))
+    ulp = t.nextafter(tt, inf) - tt
+    cls = t.where(ok & (rt != 0), t.where(rt > tt * ulp, 3, 1), 0).to(t.uint8)
+    return t.where(ok, tt, t.sqrt(x)), cls
+
+
+def device_div(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+               ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
+    """``ff.div`` on the device (``quotient_sticky``); x / 0 is a signed Inf, 0 / 0 and
+    Inf / Inf NaN."""
+    c = _Call("div", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    x, y = c.t.broadcast_tensors(c.operand(a), c.operand(b))
+    v, cls = quotient_sticky(x, y)
+    c.finish(v, "div")
+    return c.round(v, cls)
+
+
+def device_sqrt(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+                ftz: Any = False, daz: Any = False, rng: Any = None, *,
+                sr_bits: Any = None) -> Any:
+    """``ff.sqrt`` on the device (``root_sticky``); sqrt(-0) = -0, the root of a
+    negative number is NaN."""
+    c = _Call("sqrt", [a], fmt, rounding, overflow, ftz, daz, sr_bits)
+    v, cls = root_sticky(c.operand(a))
+    c.finish(v, "sqrt")
+    return c.round(v, cls)
+
+
+def _unary(name: str, a: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any, daz: Any,
+           negate: bool) -> Any:
+    c = _Call(name, [a], fmt, rounding, overflow, ftz, daz)
+    x = c.operand(a)
+    v = -x if negate else x.abs()
+    return c.round(c.finish(v, name))
+
+
+def device_neg(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+               ftz: Any = False, daz: Any = False, rng: Any = None) -> Any:
+    """``ff.neg`` on the device."""
+    return _unary("neg", a, fmt, rounding, overflow, ftz, daz, True)
+
+
+def device_abs(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+               ftz: Any = False, daz: Any = False, rng: Any = None) -> Any:
+    """``ff.abs`` on the device."""
+    return _unary("abs", a, fmt, rounding, overflow, ftz, daz, False)
+
+
+def _minmax(name: str, a: Any, b: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any,
+            daz: Any, is_min: bool) -> Any:
+    c = _Call(name, [a, b], fmt, rounding, overflow, ftz, daz)
+    t = c.t
+    x, y = t.broadcast_tensors(c.operand(a), c.operand(b))
+    r = t.where(x < y, x, y) if is_min else t.where(x > y, x, y)
+    both_zero = (x == 0) & (y == 0)
+    sx, sy = t.signbit(x), t.signbit(y)
+    negz = (sx | sy) if is_min else (sx & sy)
+    r = t.where(both_zero, t.where(negz, -0.0, 0.0).to(r.dtype), r)
+    return t.where(t.isnan(x) | t.isnan(y), math.nan, r)
+
+
+def device_minimum(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even",
+                   overflow: Any = None, ftz: Any = False, daz: Any = False,
+                   rng: Any = None) -> Any:
+    """``ff.minimum`` on the device (IEEE 754-2019 minimum: NaN wins, -0 < +0)."""
+    return _minmax("minimum", a, b, fmt, rounding, overflow, ftz, daz, True)
+
+
+def device_maximum(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even",
+                   overflow: Any = None, ftz: Any = False, daz: Any = False,
+                   rng: Any = None) -> Any:
+    """``ff.maximum`` on the device (NaN wins, +0 > -0)."""
+    return _minmax("maximum", a, b, fmt, rounding, overflow, ftz, daz, False)
+
+
+def device_sum(x: Any, fmt: Any, acc_fmt: Any = None, order: str = "sequential",
+               axis: Any = None, *, block: int = 32, out_fmt: Any = None,
+               rounding: Any = "nearest_even", overflow: Any = None, ftz: Any = False,
+               daz: Any = False, rng: Any = None, sr_bits: Any = None) -> Any:
+    """``ff.sum`` on the device for the orders ``sequential`` and ``pairwise`` (the rules
+    of ``floatfmt.accumulate``): the terms are cast to ``fmt``, every accumulation step
+    is the exact sum rounded once to ``acc_fmt`` (default ``fmt``), then one rounding to
+    ``out_fmt`` when given.  Other orders raise NotImplementedError."""
+    if order not in ("sequential", "pairwise"):
+        raise NotImplementedError(f"floatfmt.sum on {x.device}: order={order!r} is not "
+                                  "implemented on the device yet (numpy arrays and CPU tensors "
+                                  "support it)")
+    c = _Call("sum", [x], fmt, rounding, overflow, ftz, daz, sr_bits)
+    acc = _Call("sum", [x], acc_fmt if acc_fmt is not None else fmt, rounding, overflow, ftz,
+                daz, sr_bits)
+    v = c.operand(x)
+    if axis is None:
+        T = v.reshape(-1, 1)
+    else:
+        if v.ndim == 0:
+            raise ValueError("axis given for a scalar input")
+        if not isinstance(axis, int) or isinstance(axis, bool):
+            raise TypeError(f"sum: axis must be an int or None, not {type(axis).__name__}")
+        if not -v.ndim <= axis < v.ndim:
+            raise ValueError(f"sum: axis {axis} is out of range for a {v.ndim}-dimensional input")
+        T = v.movedim(axis, 0)
+    if T.shape[0] == 0:
+        r = c.t.zeros(T.shape[1:], dtype=c.t.float64, device=T.device)
+    elif order == "sequential":
+        r = acc.round(T[0])
+        for k in range(1, T.shape[0]):
+            r = _sum_rounded(acc, r, T[k], "accumulation")
+    else:
+        if T.shape[0] == 1:
+            T = acc.round(T)
+        while T.shape[0] > 1:
+            n, m = T.shape[0], T.shape[0] // 2
+            pair = _sum_rounded(acc, T[0:2 * m:2], T[1:2 * m:2], "accumulation")
+            T = c.t.cat([pair, T[2 * m:]], 0) if n % 2 else pair
+        r = T[0]
+    if out_fmt is not None:
+        o = _Call("sum", [x], out_fmt, rounding, overflow, ftz, daz, sr_bits)
+        r = o.round(r)
+    return r.reshape(()) if axis is None else r

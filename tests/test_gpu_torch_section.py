@@ -1,0 +1,37 @@
+"""The capture's ``torch`` section (floatfmt.gpu.sections.torch_path) in a dry run on the CPU:
+the device calls run the namespace code (what CUDA runs) and must match the CPU
+tensors' numpy kernels; functions without device code are recorded, not failed."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (the dry run needs torch)")
+
+from floatfmt.gpu.sections.torch_path import CAST_FORMATS, torch_section  # noqa: E402
+
+
+def test_dry_run_section_on_cpu():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    lines: list[str] = []
+    try:
+        r = torch_section(torch, "cpu", True, lines.append)
+    finally:
+        torch.set_num_threads(n)
+    checks = {c["name"]: c for c in r["checks"]}
+    must_match = [f"cast.{f}" for f in CAST_FORMATS] + ["cast.narrow_dtypes", "encode_decode",
+                                                        "cast.stochastic_seeded", "fake_quant"]
+    for name in must_match:
+        c = checks[name]
+        assert c["status"] == "ok" and c["mismatches"] == 0 and c["cases"] > 0, c
+    # no check errors; the rest either ran and matched or say they have no device code
+    for c in r["checks"]:
+        assert c["status"] in ("ok", "not_implemented"), c
+        if c["status"] == "not_implemented":
+            assert "no cpu implementation" in c["note"] or "not implemented on the device" in c["note"], c
+    for preset in ("h100/bf16", "h100/fp8_e4m3", "a100/tf32", "v100/fp16"):  # device code exists
+        assert checks[f"matmul.{preset}"]["status"] == "ok", checks[f"matmul.{preset}"]
+    t = r["timings"]
+    assert t["cast_elements"] > 0 and t["cast_device_ns_per_element"] > 0 and t["gemm_size"] == 64
+    assert any("torch timing: cast bf16" in line for line in lines)
