@@ -17,7 +17,7 @@ import numpy as np
 
 from ._xp import NUMPY, is_tensor, namespace
 from ._cast import round_exact, tensor_exact
-from .dispatch import check_tensors, from_host, host_kernels, to_host
+from .dispatch import check_tensors, from_host, host_kernels, tensor_entry, to_host
 from .exact import holds, to_exact
 from ._formats import Format, FormatLike, get_format
 from ._types import Overflow, RngLike, Values
@@ -366,6 +366,7 @@ def _neighbour_chunk(ex, fmt: Format, up: bool):
     return out
 
 
+@tensor_entry('next_up', ('x',))
 def next_up(x: Values, fmt: FormatLike) -> Values:
     """Smallest value of ``fmt`` strictly greater than ``x`` (+Inf past max, or NaN
     for formats without Inf; +Inf for +Inf, but NaN in the P3109 formats, whose
@@ -377,6 +378,7 @@ def next_up(x: Values, fmt: FormatLike) -> Values:
     return _neighbour(x, fmt, True)
 
 
+@tensor_entry('next_down', ('x',))
 def next_down(x: Values, fmt: FormatLike) -> Values:
     """Largest value of ``fmt`` strictly less than ``x`` (mirror of ``next_up``).
 
@@ -386,6 +388,7 @@ def next_down(x: Values, fmt: FormatLike) -> Values:
     return _neighbour(x, fmt, False)
 
 
+@tensor_entry('ulp', ('x',))
 def ulp(x: Values, fmt: FormatLike) -> Values:
     """Spacing of ``fmt`` at ``|x|``: the gap between the two values of ``fmt``
     that bracket ``|x|`` (for a value of the format, the gap to the next larger

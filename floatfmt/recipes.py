@@ -48,6 +48,7 @@ from ._cast import cast
 from ._types import Values
 from .ops import add, fma, mul
 from .quantization import quantize
+from .dispatch import tensor_entry
 from .quantized import QuantizedTensor
 from .tensorcore import block_scaled_mma, get_block_model, get_model, tensorcore_product
 
@@ -148,6 +149,7 @@ def _operands(x, w, r: BlockFP8Recipe):
     return qa, qw
 
 
+@tensor_entry('recipe_matmul', ('x', 'w'))
 def recipe_matmul(x: Values, w: Values, recipe: str | BlockFP8Recipe = "deepseek_v3", *,
                   quantized: tuple[QuantizedTensor, QuantizedTensor] | None = None) -> np.ndarray:
     """``x @ w`` (M x K times K x N) as a block-scaled FP8 recipe computes it.
@@ -205,6 +207,7 @@ def _blocked_operand(q: Any, fmt: str | None, axis: int, what: str) -> Quantized
     return q
 
 
+@tensor_entry('block_scaled_matmul', ('a', 'b', 'c'))
 def block_scaled_matmul(a: Any, b: Any, fmt: str | None = None, model: Any = "b200",
                         c: Any = None) -> np.ndarray:
     """``a @ b (+ c)`` on a block-scaled matrix unit: Blackwell MXFP8 / MXFP6 / MXFP4 /

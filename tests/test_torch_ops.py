@@ -130,7 +130,11 @@ def test_sum_dot_matmul_every_order_equal_numpy(order):
         check(ff.matmul(ta[0], tb, "bf16", **kw), ff.matmul(a[0], b, "bf16", **kw))
 
 
-@pytest.mark.parametrize("preset", sorted(ff.tensorcore_models()))
+BLOCK_SCALED = ("st_fdpa", "gst_fdpa")  # block-scaled units: called through block_scaled_matmul
+
+
+@pytest.mark.parametrize("preset", sorted(p for p, m in ff.tensorcore_models().items()
+                                          if m.algorithm not in BLOCK_SCALED))
 def test_matmul_every_tensorcore_preset_equal_numpy(preset):
     m = ff.tensorcore_models()[preset]
     fmt = m.fmt
@@ -441,3 +445,24 @@ def test_tensors_on_two_devices_are_refused(monkeypatch):
                  lambda: ff.quantize(x, "int8", scale=torch.tensor(0.5, device="meta"))):
         with pytest.raises(ValueError, match=r"tensors on two devices \(cpu and meta\)"):
             call()
+
+
+@pytest.mark.parametrize("preset", sorted(p for p, m in ff.tensorcore_models().items()
+                                          if m.algorithm in BLOCK_SCALED))
+def test_block_scaled_matmul_on_tensors_equal_numpy(preset):
+    unit, bname = preset.split("/")
+    a = data((4, 64), 21, 6, False)
+    b = data((64, 3), 22, 6, False)
+    want = ff.block_scaled_matmul(a, b, bname, model=unit)
+    got = ff.block_scaled_matmul(torch.from_numpy(a), torch.from_numpy(b), bname, model=unit)
+    assert torch.is_tensor(got)
+    check(got, want)
+
+
+def test_neighbours_and_ulp_on_tensors_equal_numpy():
+    x = data((300,), 23, 40, True)
+    for fn in (ff.next_up, ff.next_down, ff.ulp):
+        for fmt in ("bf16", "fp8_e4m3", "fp4_e2m1", "int8"):
+            got = fn(torch.from_numpy(x), fmt)
+            assert torch.is_tensor(got)
+            check(got, fn(x, fmt))
