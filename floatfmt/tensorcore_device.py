@@ -25,9 +25,10 @@ one block of L products at a time along K:
    where the float64 sum of the block's products and the accumulator is not finite
    (Inf or NaN operands, or an Inf accumulator), the result is that sum.
 
-Supported on the device: every preset with ``c_entry="aligned"`` and float inputs
-(the int8 presets and the B200 FP8 presets, whose accumulator enters after the
-products, raise NotImplementedError), Inf / NaN operands (a block whose float64 sum
+Supported on the device: every NVIDIA preset with ``c_entry="aligned"`` and float inputs
+(the int8 presets, the B200 FP8 presets, whose accumulator enters after the
+products, and the AMD and block-scaled units, whose steps live in ``floatfmt.fdpa``,
+raise NotImplementedError), Inf / NaN operands (a block whose float64 sum
 is not finite gives that sum: NaN, or the Inf), ``out_fmt``, and no epilogue
 (``alpha`` 1, no ``c``).  Results are float64 tensors on the operands' device, not
 differentiable.  ``order`` must be ``"sequential"`` as for the numpy path.
@@ -138,6 +139,8 @@ def device_matmul(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = 
     m = get_model(model, fmt, "fp32" if acc_fmt is None else acc_fmt)
     if m.fmt == "int8" or m.c_entry != "aligned":
         raise _no(f"the {m.name} model ({'int8' if m.fmt == 'int8' else 'c after'})", device)
+    if m.algorithm != "t_fdpa":  # the AMD and block-scaled steps (floatfmt.fdpa): host only
+        raise _no(f"the {m.name} model ({m.algorithm} step)", device)
     xp = namespace(a)
     t = xp.t
     x, y, in_fmt = _inputs(a, b, fmt, m, mode, overflow, ftz, daz)

@@ -259,7 +259,7 @@ def test_decode_takes_the_codes_encode_returns(namespace):
 
 
 DEVICE_PRESETS = sorted(k for k, m in ff.tensorcore_models().items()
-                        if m.fmt != "int8" and m.c_entry == "aligned")
+                        if m.fmt != "int8" and m.c_entry == "aligned" and m.algorithm == "t_fdpa")
 
 
 @pytest.mark.parametrize("preset", DEVICE_PRESETS)
@@ -466,3 +466,14 @@ def test_neighbours_and_ulp_on_tensors_equal_numpy():
             got = fn(torch.from_numpy(x), fmt)
             assert torch.is_tensor(got)
             check(got, fn(x, fmt))
+
+
+def test_device_path_refuses_the_fdpa_units():
+    """AMD and block-scaled units have host kernels only: forced on the device path they
+    raise NotImplementedError naming the model, never a silent host copy."""
+    from floatfmt.dispatch import force_namespace
+    a = torch.from_numpy(data((4, 32), 24, 4, False))
+    with force_namespace():
+        for preset in ("mi300", "mi250"):
+            with pytest.raises(NotImplementedError, match=preset):
+                ff.matmul(a, a.T, "bf16", model=preset)
