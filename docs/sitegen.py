@@ -67,7 +67,7 @@ _GROUPS = [
                                             "compare_quantization", "quantization_error",
                                             "master_weights_demo"]),
 ]
-_EXTRA = [("Teaching helpers (modules)", ["floatfmt.explain.explain_block", "floatfmt.explorer.write_explorer",
+_EXTRA = [("Teaching helpers (modules)", ["floatfmt.block_explanation.explain_block", "floatfmt.explorer.write_explorer",
                                           "floatfmt.explorer.explorer_data"])]
 
 

@@ -20,11 +20,7 @@ from ._info import FormatInfo, info
 from .packing import pack, unpack
 from .rounding import MODES, OVERFLOWS
 
-# Bound eagerly (not lazily): the function shares its module's name, and a lazy
-# binding would be replaced by the module object on `import floatfmt.explain`.
-from .explain import compare, explain  # noqa: E402  (light: numpy only)
-
-from ._version import __version__ as __version__  # noqa: E402
+from ._version import __version__ as __version__
 
 # name -> module, loaded on first attribute access (keeps `import floatfmt` fast).
 _LAZY = {
@@ -40,6 +36,8 @@ _LAZY = {
     "compare_quantization": "scaling", "quantization_error": "scaling", "QuantizedTensor": "scaling", "master_weights_demo": "scaling",
     # block-scaled FP8 GEMM recipes (DeepSeek-V3)
     "recipe_matmul": "recipes", "BlockFP8Recipe": "recipes",
+    # teaching: explanations and format tables
+    "explain": "explaining", "compare": "comparison",
 }
 
 __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
