@@ -551,8 +551,9 @@ def test_explain_block_colour_errors_and_nan_scale():
 
 # ----------------------------------------------------------------------------- issue 12 wording
 def _html_rows(h):
+    """{label: text} of an explanation's HTML table (the cell's text, without its tags)."""
     import html as _html
-    return {k: _html.unescape(v) for k, v in
+    return {k: _html.unescape(re.sub(r"<[^>]+>", "", v)) for k, v in
             re.findall(r"<th[^>]*>([^<]*)</th><td[^>]*>(.*?)</td>", h)}
 
 
