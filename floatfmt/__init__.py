@@ -16,7 +16,8 @@ from importlib import import_module
 from ._cast import cast
 from .codec import classify, decode, encode, next_down, next_up, ulp, values
 from ._formats import Format, formats, get_format, register
-from ._info import FormatInfo, info
+from ._info import BlockFormatInfo, FormatInfo, info
+from ._block_formats import BlockFormat, block_formats, get_block_format
 from .packing import pack, unpack
 from .rounding import MODES, OVERFLOWS
 
@@ -43,6 +44,7 @@ _LAZY = {
 __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
            "pack", "unpack",
            "Format", "FormatInfo", "formats", "get_format", "register", "info",
+           "BlockFormat", "BlockFormatInfo", "block_formats", "get_block_format",
            "MODES", "OVERFLOWS", *_LAZY]
 
 

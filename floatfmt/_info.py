@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
+from ._block_formats import (BlockFormat, block_formats, close_block_formats, get_block_format,
+                             is_block_format)
 from ._formats import Format, get_format, hex_code
 
-__all__ = ["FormatInfo", "info"]
+__all__ = ["FormatInfo", "BlockFormatInfo", "info"]
 
 
 @dataclass(frozen=True)
@@ -96,15 +98,70 @@ def _num_finite(f: Format) -> int:
     return total
 
 
-def info(fmt) -> FormatInfo:
-    """Facts of a format (``numpy.finfo``-style names).
+@dataclass(frozen=True)
+class BlockFormatInfo:
+    """Facts about a block-scaled format (OCP MX, NVFP4; see ``floatfmt._block_formats``).
+
+    ``element`` / ``scale`` / ``tensor_scale``: registry names of the element, block-scale
+    and per-tensor-scale formats (``tensor_scale`` None for MX); ``block_size``: elements
+    per scale; ``element_bits``, ``scale_bits``; ``bits_per_element`` = element_bits +
+    scale_bits / block_size (the tensor scale, shared by the whole tensor, left out);
+    ``element_max``: largest element value before scaling (127/64 for MXINT8);
+    ``emax_elem``: the OCP MX shared-exponent rule's element exponent
+    (``E = floor(log2(amax)) - emax_elem``).
+    """
+
+    name: str
+    kind: str
+    element: str
+    block_size: int
+    scale: str
+    tensor_scale: str | None
+    element_bits: int
+    scale_bits: int
+    bits_per_element: float
+    element_max: float
+    emax_elem: int
+    description: str
+
+    def __repr__(self) -> str:
+        rows = [f"{f.name} = {getattr(self, f.name)!r}" for f in fields(self) if f.name != "name"]
+        return f"BlockFormatInfo({self.name}:\n  " + "\n  ".join(rows) + ")"
+
+    def _repr_markdown_(self) -> str:
+        return "| field | value |\n|---|---|\n" + "\n".join(
+            f"| {f.name} | {getattr(self, f.name)} |" for f in fields(self))
+
+
+def _block_info(b: BlockFormat) -> BlockFormatInfo:
+    return BlockFormatInfo(
+        name=b.name, kind="block", element=b.element, block_size=b.block_size, scale=b.scale,
+        tensor_scale=b.tensor_scale, element_bits=b.element_bits,
+        scale_bits=b.scale_bits, bits_per_element=b.bits_per_element,
+        element_max=b.element_max, emax_elem=b.emax_elem, description=b.description)
+
+
+def info(fmt) -> FormatInfo | BlockFormatInfo:
+    """Facts of a format (``numpy.finfo``-style names); for a block-scaled format
+    (``block_formats()``: OCP MX, NVFP4) its block facts as a ``BlockFormatInfo``.
 
     >>> i = info("fp16"); i.max, i.eps, i.smallest_subnormal, i.precision
     (65504.0, 0.0009765625, 5.960464477539063e-08, 3)
     >>> info("fp8_e4m3").max, info("bf16").eps
     (448.0, 0.0078125)
+    >>> b = info("mxfp4_e2m1"); b.block_size, b.scale, b.bits_per_element
+    (32, 'e8m0', 4.25)
     """
-    f = get_format(fmt)
+    if is_block_format(fmt):
+        return _block_info(get_block_format(fmt))
+    try:
+        f = get_format(fmt)
+    except ValueError as err:
+        if not isinstance(fmt, str):
+            raise
+        close = close_block_formats(fmt)
+        hint = f" Close block formats: {', '.join(map(repr, close))}." if close else ""
+        raise ValueError(f"{err} Block formats: {', '.join(block_formats())}.{hint}") from None
     if f.kind == "int":
         return FormatInfo(f.name, "int", f.bits, 0, 0, 0, 1.0, f.max, f.min, 1.0, 1.0, None, None,
                           0, 1.0, 0.5, False, (), False, f.signed,

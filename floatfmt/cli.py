@@ -1,6 +1,6 @@
 """The ``floatfmt`` command.
 
-Subcommands: ``show``, ``formats``, ``tour``, ``explore``, ``figures``, ``train``,
+Subcommands: ``show``, ``info``, ``formats``, ``tour``, ``explore``, ``figures``, ``train``,
 ``gpu-report``, ``course``.  Each subcommand's work lives in the module that owns it; this
 file only parses arguments.
 """
@@ -14,6 +14,7 @@ from fractions import Fraction
 from . import codec, exact
 from ._cast import cast
 from .numtext import exact_decimal
+from ._block_formats import block_formats
 from ._formats import formats, get_format, hex_code
 from ._info import info
 from .rounding import MODES
@@ -58,7 +59,7 @@ def show(value: str, fmt_name: str, rounding: str = "nearest_even", overflow=Non
 
 
 def formats_table() -> str:
-    """Text table of every registered format's facts."""
+    """Text table of every registered format's facts, then the block-scaled formats'."""
     head = f"{'name':<14}{'bits':>5}{'exp':>4}{'man':>4}{'bias':>6}  {'max':>12} {'min normal':>12} " \
            f"{'min subnorm':>12} {'eps':>10}  inf  nan"
     rows = [head, "-" * len(head)]
@@ -71,6 +72,12 @@ def formats_table() -> str:
         rows.append(f"{name:<14}{i.bits:>5}{i.nexp:>4}{i.nmant:>4}{i.bias:>6}  {i.max:>12.5g} "
                     f"{i.smallest_normal:>12.5g} {i.smallest_subnormal:>12.5g} {i.eps:>10.4g}  "
                     f"{'yes' if i.has_inf else 'no':>3}  {'yes' if i.nan_codes else 'no':>3}")
+    rows += ["", f"{'block format':<14}{'element':>10}{'block':>7}{'scale':>10}{'tensor scale':>14}"
+                 f"{'bits/element':>14}"]
+    for name in block_formats():
+        b = info(name)
+        rows.append(f"{name:<14}{b.element:>10}{b.block_size:>7}{b.scale:>10}"
+                    f"{b.tensor_scale or '-':>14}{b.bits_per_element:>14g}")
     return "\n".join(rows)
 
 
@@ -97,6 +104,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("format", help="a format name, e.g. bf16, fp8_e4m3, e5m10")
     s.add_argument("--rounding", "-r", default="nearest_even", help=f"one of {', '.join(MODES)}")
     s.add_argument("--overflow", default=None, help="inf, saturate or nan (default: the format's own)")
+    i = sub.add_parser("info", help="the facts of one format (block formats too: mxfp4, nvfp4)",
+                       description="Print the facts of FORMAT: numpy.finfo-style fields, or for a "
+                                   "block-scaled format (OCP MX, NVFP4) its element format, block "
+                                   "size, scale format and bits per element.")
+    i.add_argument("format", help="a format name, e.g. bf16, fp8_e4m3, mxfp4, nvfp4")
     sub.add_parser("formats", help="table of every format's facts",
                    description="Print a table of every registered format.")
     t = sub.add_parser("tour", help="a narrated walk through the key facts (the main example)",
@@ -142,6 +154,8 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "show":
             print(show(args.value, args.format, args.rounding, args.overflow))
+        elif args.cmd == "info":
+            print(repr(info(args.format)))
         elif args.cmd == "formats":
             print(formats_table())
         elif args.cmd == "tour":

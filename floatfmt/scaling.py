@@ -35,6 +35,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from ._block_formats import (block_formats, close_block_formats, get_block_format,
+                             is_block_format)
 from ._cast import cast
 from .codec import values_to_codes
 from .eft import exact_product, exact_quotient
@@ -48,23 +50,16 @@ __all__ = ["quantize", "dequantize", "fake_quant", "QuantizedTensor", "int_matmu
            "SCALE_ROUNDINGS", "CALIBRATIONS"]
 
 _FP32 = get_format("fp32")
-_E4M3 = get_format("fp8_e4m3")
 _WIDE_INT = Format("int62", kind="int", bits=62)  # holds round(x / scale) before the clamp
 # the same for _round_int, narrow enough (<= 53 bits) for round_values' fast integer path;
 # saturating at +-(2**52 - 1) instead of +-(2**61 - 1) before the clamp to qmin..qmax changes nothing
 _ROUND_INT = Format("int53", kind="int", bits=53)
 
-#: OCP MX v1.0 block formats: name -> (element format, block size).  The element
-#: format's ``emax`` is the ``emax_elem`` of the spec (8, 15, 2, 4, 2; 0 for INT8).
-MX_FORMATS = {
-    "mxfp8_e4m3": "fp8_e4m3", "mxfp8_e5m2": "fp8_e5m2", "mxfp6_e2m3": "fp6_e2m3",
-    "mxfp6_e3m2": "fp6_e3m2", "mxfp4_e2m1": "fp4_e2m1", "mxint8": "int8",
-}
-_MX_ALIASES = {"mxfp8": "mxfp8_e4m3", "mxfp6": "mxfp6_e2m3", "mxfp4": "mxfp4_e2m1",
-               "mxfp8_e4m3fn": "mxfp8_e4m3", "mxint": "mxint8"}
-_MX_BLOCK = 32
-_MXINT8_SHIFT = 6  # MXINT8 element = two's-complement int8 * 2**-6
-_NV_BLOCK = 16
+#: OCP MX v1.0 block formats: name -> element format name, read from the block registry
+#: (``floatfmt._block_formats``, which holds block sizes, scale formats and ``emax_elem``).
+MX_FORMATS = {n: get_block_format(n).element for n in block_formats()
+              if get_block_format(n).scale == "e8m0"}
+_NV = get_block_format("nvfp4")
 
 #: Shared-exponent rules for MX scales (see ``mx_shared_exponent``).
 SCALE_ROUNDINGS = ("floor", "ceil", "even", "rceil")
@@ -210,7 +205,7 @@ class QuantizedTensor:
         if "codes" not in self._cache:
             fmt = self.element_format
             if self.fmt == "mxint8":
-                c = values_to_codes(np.ldexp(self.elements, _MXINT8_SHIFT), fmt)
+                c = values_to_codes(np.ldexp(self.elements, get_block_format("mxint8").element_shift), fmt)
             elif fmt.kind == "int":
                 c = self.elements.astype(_int_dtype(fmt))
             else:
@@ -326,12 +321,10 @@ class QuantizedTensor:
         from .packing import PackedTensor, unpack
         if not isinstance(p, PackedTensor):
             raise TypeError(f"from_packed needs a PackedTensor, not {type(p).__name__}")
-        if p.fmt in MX_FORMATS:
-            elem, bs = get_format(MX_FORMATS[p.fmt]), _MX_BLOCK
-        elif p.fmt == "nvfp4":
-            elem, bs = get_format("fp4_e2m1"), _NV_BLOCK
-        else:
-            raise ValueError(f"unknown packed block format {p.fmt!r}. Valid: {', '.join(MX_FORMATS)}, nvfp4.")
+        if not is_block_format(p.fmt):
+            raise ValueError(f"unknown packed block format {p.fmt!r}. Valid: {', '.join(block_formats())}.")
+        bf = get_block_format(p.fmt)
+        elem, bs = bf.element_format, bf.block_size
         if p.block_size != bs:
             raise ValueError(f"{p.fmt} blocks hold {bs} elements, not {p.block_size}")
         shape = tuple(p.shape)
@@ -349,11 +342,11 @@ class QuantizedTensor:
         scodes = np.moveaxis(sc.reshape(grid), -1, axis)
         values = codes_to_values(codes.astype(np.int64), elem)
         if p.fmt == "mxint8":
-            values = np.ldexp(values, -_MXINT8_SHIFT)
+            values = np.ldexp(values, -bf.element_shift)
         if p.fmt == "nvfp4":
             if p.tensor_scale is None:
                 raise ValueError("an nvfp4 PackedTensor needs its fp32 tensor_scale")
-            scale = codes_to_values(scodes.astype(np.int64), _E4M3)
+            scale = codes_to_values(scodes.astype(np.int64), bf.scale_format)
             ts = float(p.tensor_scale)
         else:
             ci = scodes.astype(np.int64)
@@ -415,19 +408,15 @@ def _norm_axis(axis, ndim, what):
 def resolve_kind(fmt):
     """('mx', name) | ('nvfp4', 'nvfp4') | ('int', Format) | ('float', Format)."""
     if isinstance(fmt, str):
-        key = fmt.strip().lower()
-        key = _MX_ALIASES.get(key, key)
-        if key in MX_FORMATS:
-            return "mx", key
-        if key == "nvfp4":
-            return "nvfp4", key
+        if is_block_format(fmt):
+            b = get_block_format(fmt)
+            return ("mx" if b.name in MX_FORMATS else "nvfp4"), b.name
         try:
             f = get_format(fmt)
         except ValueError as err:
-            import difflib
-            close = difflib.get_close_matches(key, [*MX_FORMATS, *_MX_ALIASES, "nvfp4"], n=3, cutoff=0.6)
+            close = close_block_formats(fmt)
             hint = f" Close block formats: {', '.join(map(repr, close))}." if close else ""
-            raise ValueError(f"{err} Block formats: {', '.join(MX_FORMATS)}, nvfp4.{hint}") from None
+            raise ValueError(f"{err} Block formats: {', '.join(block_formats())}.{hint}") from None
     else:
         f = get_format(fmt)
     return ("int" if f.kind == "int" else "float"), f
@@ -464,16 +453,17 @@ def mx_shared_exponent(amax, fmt="mxfp8_e4m3", scale_rounding="floor"):
     return _shared_exponent(a, name, elem, mode)
 
 
-def mx_emax(name, elem: Format):
-    return 0 if name == "mxint8" else elem.emax
+def mx_emax(name, elem: Format | None = None) -> int:
+    """The OCP MX ``emax_elem`` of block format ``name`` (from the block registry)."""
+    return get_block_format(name).emax_elem
 
 
 def _mx_mbits(name, elem: Format):
-    return _MXINT8_SHIFT if name == "mxint8" else elem.mbits
+    return get_block_format(name).element_mbits
 
 
 def _mx_max(name, elem: Format):
-    return 127.0 / 64 if name == "mxint8" else elem.max
+    return get_block_format(name).element_max
 
 
 def _shared_exponent(a, name, elem, mode):
@@ -572,27 +562,28 @@ def _quantize_mx(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
     large temporaries cost page faults): block amax by a fold of integer maxima, E
     from the exponent bits, scaling by exact powers of two built from bits, one
     ``round_values`` call per chunk, one multiply back."""
-    elem = get_format(MX_FORMATS[name])
+    bf = get_block_format(name)
+    elem, bs = bf.element_format, bf.block_size
     if v.ndim == 0:
         raise ValueError("MX quantisation needs an array with at least one dimension")
-    rows, meta = split_blocks(v, axis, _MX_BLOCK)
-    st_rows = None if sticky is None else split_blocks(sticky, axis, _MX_BLOCK)[0]
-    shift = _MXINT8_SHIFT if name == "mxint8" else 0
-    emax = mx_emax(name, elem)
+    rows, meta = split_blocks(v, axis, bs)
+    st_rows = None if sticky is None else split_blocks(sticky, axis, bs)[0]
+    shift = bf.element_shift
+    emax = bf.emax_elem
     out_dtype = v.dtype if (fake and v.dtype in (np.float32, np.float64)) else np.float64
     q = np.empty(rows.shape, out_dtype)
     E = None if fake else np.empty(rows.shape[0], np.float64)
     int_exp = scale_rounding == "floor" and rows.dtype.itemsize in _EXP_FIELD
     # scratch buffers reused by every chunk
     nrow = min(_CHUNK_ROWS, rows.shape[0])
-    ybuf = np.empty((nrow, _MX_BLOCK), np.float64)
-    rbuf = np.empty((nrow, _MX_BLOCK), np.float64)
-    ibuf = np.empty(nrow * _MX_BLOCK * rows.dtype.itemsize, np.uint8)
-    mbuf = np.empty(nrow * _MX_BLOCK // 2 * rows.dtype.itemsize, np.uint8)
+    ybuf = np.empty((nrow, bs), np.float64)
+    rbuf = np.empty((nrow, bs), np.float64)
+    ibuf = np.empty(nrow * bs * rows.dtype.itemsize, np.uint8)
+    mbuf = np.empty(nrow * bs // 2 * rows.dtype.itemsize, np.uint8)
     # float32 data in nearest / toward-zero modes: scale in float32 (half the bytes)
     f32_scale = (rows.dtype == np.float32 and not shift and st_rows is None
                  and mode in ("nearest_even", "nearest_away", "toward_zero"))
-    fbuf = np.empty((nrow, _MX_BLOCK), np.float32) if f32_scale else None
+    fbuf = np.empty((nrow, bs), np.float32) if f32_scale else None
     for i in range(0, rows.shape[0], _CHUNK_ROWS):
         blk = rows[i:i + _CHUNK_ROWS]
         nb = blk.shape[0]
@@ -641,15 +632,15 @@ def _quantize_mx(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
         elif any_bad:
             qi[bad] = np.nan  # a NaN scale makes its whole block NaN
     if fake:
-        return _unblock(q, meta, axis, _MX_BLOCK)
+        return _unblock(q, meta, axis, bs)
     bad = np.isnan(E)
     Ek = np.where(bad, 0.0, E).astype(np.int64)
     scale = np.where(bad, np.nan, np.ldexp(1.0, Ek))
     codes = np.where(bad, 255, Ek + 127).astype(np.uint8)  # E8M0: biased exponent, 0xFF NaN
     return QuantizedTensor(
-        elements=_unblock(q, meta, axis, _MX_BLOCK), scale=_scale_layout(scale, meta, axis),
+        elements=_unblock(q, meta, axis, bs), scale=_scale_layout(scale, meta, axis),
         zero_point=0, fmt=name, element_format=elem, granularity="block", axis=axis,
-        block_size=_MX_BLOCK, scale_codes=_scale_layout(codes, meta, axis), scheme="symmetric")
+        block_size=bs, scale_codes=_scale_layout(codes, meta, axis), scheme="symmetric")
 
 
 def _block_dequantize(q: QuantizedTensor):
@@ -667,38 +658,38 @@ def _block_dequantize(q: QuantizedTensor):
 # NVFP4
 
 def _quantize_nvfp4(v, frac, narrow, axis, mode, rng, tensor_scale=None):
-    elem = get_format("fp4_e2m1")
+    elem, bs, sfmt, tfmt = _NV.element_format, _NV.block_size, _NV.scale_format, _NV.tensor_scale_format
     if v.ndim == 0:
         raise ValueError("NVFP4 quantisation needs an array with at least one dimension")
     fin = np.isfinite(v)
     if not fin.all():
         raise ValueError("NVFP4 has no NaN or Inf encoding; the input holds non-finite values")
-    rows, meta = split_blocks(v, axis, _NV_BLOCK)
+    rows, meta = split_blocks(v, axis, bs)
     amax_b = np.max(np.abs(rows), axis=1)
     if tensor_scale is None:
         amax = float(amax_b.max()) if amax_b.size else 0.0
         # per-tensor fp32 scale so that the largest block scale is E4M3's max
-        ts = cast(amax / (elem.max * _E4M3.max), _FP32) if amax > 0 else 1.0
+        ts = cast(amax / (elem.max * sfmt.max), tfmt) if amax > 0 else 1.0
         if ts == 0.0:
-            ts = _FP32.smallest_subnormal
+            ts = tfmt.smallest_subnormal
     else:
-        ts = float(cast(tensor_scale, _FP32))
+        ts = float(cast(tensor_scale, tfmt))
         if not ts > 0:
             raise ValueError(f"tensor_scale must be a positive number, not {tensor_scale!r}")
     # block scale: amax_b / (6 * ts) rounded once to E4M3 (saturating)
-    bq, bst = _exact_quotient(amax_b, None, elem.max * ts, False, _E4M3)
-    bscale = round_values(bq, _E4M3, "nearest_even", "saturate", sticky=bst)
+    bq, bst = _exact_quotient(amax_b, None, elem.max * ts, False, sfmt)
+    bscale = round_values(bq, sfmt, "nearest_even", "saturate", sticky=bst)
     denom = bscale * ts  # E4M3 (4 bits) * fp32 (24 bits): exact
     zero = denom == 0
-    frows = None if frac is None else split_blocks(frac, axis, _NV_BLOCK)[0]
+    frows = None if frac is None else split_blocks(frac, axis, bs)[0]
     yq, yst = _exact_quotient(rows, frows, np.where(zero, 1.0, denom)[:, None], narrow, elem,
                               mode == "stochastic")
     q = round_values(yq, elem, mode, "saturate", rng=rng, **_rem(yst))
     q[zero] = 0.0
     return QuantizedTensor(
-        elements=_unblock(q, meta, axis, _NV_BLOCK), scale=_scale_layout(bscale, meta, axis),
+        elements=_unblock(q, meta, axis, bs), scale=_scale_layout(bscale, meta, axis),
         zero_point=0, fmt="nvfp4", element_format=elem, granularity="block", axis=axis,
-        block_size=_NV_BLOCK, scale_codes=_scale_layout(values_to_codes(bscale, _E4M3), meta, axis),
+        block_size=bs, scale_codes=_scale_layout(values_to_codes(bscale, sfmt), meta, axis),
         tensor_scale=float(ts), scheme="symmetric")
 
 
@@ -842,7 +833,7 @@ def _tiled_request(kind, f, granularity, group_size, block):
     if kind in ("mx", "nvfp4") and (key in ("group", "block") or group_size is not None
                                     or block is not None):
         name = f if isinstance(f, str) else f.name
-        raise ValueError(f"{name} has its own blocks ({_NV_BLOCK if kind == 'nvfp4' else _MX_BLOCK} "
+        raise ValueError(f"{name} has its own blocks ({get_block_format(name).block_size} "
                          f"along axis); granularity={granularity!r}, group_size and block do not apply. "
                          "Group-wise and 2-D block scaling take integer formats (int8 uint8 int4 uint4) "
                          "and float formats (fp8_e4m3 fp8_e5m2 ...).")

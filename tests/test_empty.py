@@ -461,6 +461,8 @@ NO_ARRAY_INPUT = {
     "master_weights_demo": "takes scalars (a fixed demonstration)",
     "C_ENTRIES": "a constant", "BITORDERS": "a constant", "RECIPES": "a constant",
     "PROMOTIONS": "a constant", "get_recipe": "takes a recipe name",
+    "BlockFormat": "a block-format description", "BlockFormatInfo": "a record",
+    "block_formats": "no arguments", "get_block_format": "takes a block-format name",
 }
 
 

@@ -29,6 +29,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.codec": "core",
     "floatfmt._cast": "core",
     "floatfmt._info": "core",
+    "floatfmt._block_formats": "core",
     "floatfmt.packing": "core",
     # arithmetic: error-free transformations, ops, arrays, accumulation, matrix units
     "floatfmt.eft": "arithmetic",

@@ -105,6 +105,16 @@ class FixtureWriter:
         self.summary["checks"].append(record)
         return record
 
+    def get(self, ref: str) -> np.ndarray:
+        """An array stored earlier under ``ref`` (``"file:key"``), decoded as a reader
+        of the saved fixture would get it."""
+        file, key = ref.split(":", 1)
+        stored = self._files[file][key]
+        meta = self.summary["arrays"][ref]
+        if meta["encoding"] == "delta":
+            stored = np.cumsum(stored)
+        return stored.astype(meta["dtype"])
+
     def section(self, name: str, **info):
         """Record a section's status (``ok``, ``error``, ``skipped``) and timing."""
         self.summary["sections"].setdefault(name, {}).update(info)
