@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 
+from ._block_formats import get_block_format, is_block_format
 from ._formats import get_format
 from .block_explanation import BlockExplanation, explain_block
 from .explanation import Explanation
@@ -33,15 +34,18 @@ def explain(x, fmt=None, rounding="nearest_even", overflow=None, ftz=False, daz=
     The options are those of ``cast``.
 
     Block formats: ``explain(q)`` with a block-scaled ``QuantizedTensor`` (MX or
-    NVFP4) is ``explain_block(q, block)``; ``explain(x, "mxfp4_e2m1")`` (any MX
-    name or ``"nvfp4"``) quantises ``x`` along its last axis first and explains
-    block ``block`` with the original values.
+    NVFP4) is ``explain_block(q, block)``; ``explain(x, "mxfp4_e2m1")`` (any name
+    of ``ff.block_formats()`` or its aliases, or a ``BlockFormat``) quantises ``x``
+    along its last axis first and explains block ``block`` with the original
+    values; a scalar ``x`` is a block of one (the scale is chosen from x alone).
 
     >>> e = explain(1.0 + 2**-11, "fp16")
     >>> e.tie, e.direction, e.value
     (True, 'toward zero', 1.0)
     >>> explain(-3, "int8").bits
     '11111101'
+    >>> b = explain(0.3, "mxfp4"); b.size, b.shared_exponent, b.elements, b.dequantized
+    (1, -4, [4.0], [0.25])
     """
     scaling = sys.modules.get("floatfmt.scaling")  # no QuantizedTensor exists before it loads
     if scaling is not None and isinstance(x, scaling.QuantizedTensor):
@@ -50,9 +54,12 @@ def explain(x, fmt=None, rounding="nearest_even", overflow=None, ftz=False, daz=
         return explain_block(x, block, rounding=rounding)
     if fmt is None:
         raise TypeError("explain(x, fmt) needs a format (or a QuantizedTensor as x)")
-    if isinstance(fmt, str) and is_block_format_name(fmt):
+    if is_block_format_name(fmt):
         from .scaling import quantize
-        return explain_block(quantize(x, fmt, rounding=rounding, rng=rng), block, x=x,
+        name = get_block_format(fmt).name
+        if np.ndim(x) == 0 and not isinstance(x, (list, tuple)):
+            x = [x]  # a block of one
+        return explain_block(quantize(x, name, rounding=rounding, rng=rng), block, x=x,
                              rounding=rounding)
     fmt = get_format(fmt)
     if isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim > 0):
@@ -60,9 +67,12 @@ def explain(x, fmt=None, rounding="nearest_even", overflow=None, ftz=False, daz=
     return Explanation(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
 
 
-def is_block_format_name(fmt: str) -> bool:
-    """Whether ``fmt`` names a block-scaled format (MX or NVFP4)."""
-    if not fmt.strip().lower().startswith(("mx", "nvfp")):
-        return False  # not a block format: do not load floatfmt.scaling
-    from .scaling import resolve_kind
-    return resolve_kind(fmt)[0] in ("mx", "nvfp4")  # unknown: ValueError naming block formats too
+def is_block_format_name(fmt: object) -> bool:
+    """Whether ``fmt`` is a block-scaled format (a ``BlockFormat``, or a name or alias of
+    the block registry: OCP MX, NVFP4).  A name that starts like one (``mx...``,
+    ``nvfp...``) but is not raises ``ValueError`` listing the close block formats."""
+    if is_block_format(fmt):
+        return True
+    if isinstance(fmt, str) and fmt.strip().lower().startswith(("mx", "nvfp")):
+        get_block_format(fmt)  # raises the ValueError that names the block formats
+    return False
