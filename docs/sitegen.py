@@ -68,7 +68,8 @@ _GROUPS = [
                                             "master_weights_demo"]),
 ]
 _EXTRA = [("Teaching helpers (modules)", ["floatfmt.block_explanation.explain_block", "floatfmt.explorer.write_explorer",
-                                          "floatfmt.explorer.explorer_data"])]
+                                          "floatfmt.explorer.explorer_data",
+                                          "floatfmt.explorer_widget.explorer"])]
 
 
 def api_page() -> str:
