@@ -24,7 +24,8 @@ import numpy as np
 from ._cast import cast
 from .codec import values_to_codes
 from .exact import floor_log2
-from ._formats import get_format, hex_code
+from ._block_formats import get_block_format
+from ._formats import hex_code
 from .explanation import Explanation, exact_or_special
 from .explanation_html import block_html
 from .numtext import binary_sci, field_bits, num_text, sci_text, signed_sci_text, use_colour
@@ -53,7 +54,7 @@ class BlockExplanation:
     COLUMNS = ("#", "x", "x / scale", "code", "bits", "element", "dequantised", "error", "note")
 
     def __init__(self, q, block=0, x=None, rounding="nearest_even"):
-        from .scaling import split_blocks, mx_emax
+        from .scaling import split_blocks
 
         if q.granularity != "block":
             raise ValueError(f"explain_block needs a block-scaled QuantizedTensor (MX or nvfp4), "
@@ -71,16 +72,17 @@ class BlockExplanation:
         self.size = min(bs, n - j * bs)
         self.positions = list(range(j * bs, j * bs + self.size))
         f = self.element_format = q.element_format
+        record = get_block_format(q.fmt)  # the block registry's facts of this format
         self.mxint = q.fmt == "mxint8"
-        unit = 64 if self.mxint else 1  # MXINT8 elements are int8 codes / 64
+        unit = 1 << record.element_shift  # MXINT8 elements are int8 codes / 64
         per_block = lambda a: np.moveaxis(np.asarray(a), axis, -1).reshape(-1)[block]  # noqa: E731
         self.scale = float(per_block(np.asarray(q.scale, np.float64)))
         self.scale_code = int(per_block(q.scale_codes))
         self.tensor_scale = q.tensor_scale
         total = self.scale * (self.tensor_scale if self.tensor_scale is not None else 1.0)
         self.nvfp4 = q.fmt == "nvfp4"
-        self.scale_format = get_format("fp8_e4m3" if self.nvfp4 else "e8m0")
-        self.emax = None if self.nvfp4 else mx_emax(q.fmt, f)
+        self.scale_format = record.scale_format
+        self.emax = None if self.nvfp4 else record.emax_elem
         self.elem_max = Fraction(f.max) / unit
         self.elements = [float(v) for v in rows[block][:self.size]]
         self.dequantized = [v * total for v in self.elements]  # exact: element × 2^k or × e4m3 × fp32
