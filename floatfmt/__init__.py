@@ -32,9 +32,11 @@ _LAZY = {
     "sum": "accumulate", "dot": "accumulate", "matmul": "accumulate",
     "mma": "tensorcore", "TensorCoreModel": "tensorcore", "tensorcore_models": "tensorcore",
     # scaling and training
-    "quantize": "scaling", "dequantize": "scaling", "fake_quant": "scaling",
-    "int_matmul": "scaling", "DelayedScaling": "scaling", "LossScaler": "scaling",
-    "compare_quantization": "scaling", "quantization_error": "scaling", "QuantizedTensor": "scaling", "master_weights_demo": "scaling",
+    "quantize": "quantization", "dequantize": "quantized", "fake_quant": "quantization",
+    "QuantizedTensor": "quantized", "int_matmul": "intgemm",
+    "DelayedScaling": "delayedscale", "LossScaler": "lossscale",
+    "compare_quantization": "quantdemo", "quantization_error": "quantdemo",
+    "master_weights_demo": "quantdemo",
     # block-scaled FP8 GEMM recipes (DeepSeek-V3)
     "recipe_matmul": "recipes", "BlockFP8Recipe": "recipes",
     # teaching: explanations and format tables

@@ -54,7 +54,7 @@ class BlockExplanation:
     COLUMNS = ("#", "x", "x / scale", "code", "bits", "element", "dequantised", "error", "note")
 
     def __init__(self, q, block=0, x=None, rounding="nearest_even"):
-        from .scaling import split_blocks
+        from .quantized import split_blocks
 
         if q.granularity != "block":
             raise ValueError(f"explain_block needs a block-scaled QuantizedTensor (MX or nvfp4), "

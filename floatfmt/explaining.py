@@ -47,15 +47,15 @@ def explain(x, fmt=None, rounding="nearest_even", overflow=None, ftz=False, daz=
     >>> b = explain(0.3, "mxfp4"); b.size, b.shared_exponent, b.elements, b.dequantized
     (1, -4, [4.0], [0.25])
     """
-    scaling = sys.modules.get("floatfmt.scaling")  # no QuantizedTensor exists before it loads
-    if scaling is not None and isinstance(x, scaling.QuantizedTensor):
+    quantized = sys.modules.get("floatfmt.quantized")  # no QuantizedTensor exists before it loads
+    if quantized is not None and isinstance(x, quantized.QuantizedTensor):
         if fmt is not None:
             raise TypeError("explain(q) takes the format from the QuantizedTensor; do not pass fmt")
         return explain_block(x, block, rounding=rounding)
     if fmt is None:
         raise TypeError("explain(x, fmt) needs a format (or a QuantizedTensor as x)")
     if is_block_format_name(fmt):
-        from .scaling import quantize
+        from .quantization import quantize
         name = get_block_format(fmt).name
         if np.ndim(x) == 0 and not isinstance(x, (list, tuple)):
             x = [x]  # a block of one

@@ -81,7 +81,8 @@ def _format_record(fmt: Format) -> dict:
 def _mx_records() -> dict:
     import numpy as np
 
-    from .scaling import MX_FORMATS, SCALE_ROUNDINGS, mx_shared_exponent, quantize
+    from .blockscale import MX_FORMATS, SCALE_ROUNDINGS, mx_shared_exponent
+    from .quantization import quantize
 
     out = {}
     for name, elem_name in MX_FORMATS.items():

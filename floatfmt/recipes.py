@@ -45,7 +45,8 @@ import numpy as np
 
 from ._cast import cast
 from .ops import add, fma, mul
-from .scaling import QuantizedTensor, quantize
+from .quantization import quantize
+from .quantized import QuantizedTensor
 from .tensorcore import get_model, tensorcore_product
 
 __all__ = ["BlockFP8Recipe", "RECIPES", "get_recipe", "recipe_matmul", "PROMOTIONS"]

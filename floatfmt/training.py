@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -49,9 +49,10 @@ from .eft import exact_sum
 from .exact import holds
 from ._formats import Format, get_format
 from .rounding import round_values
-from .scaling import DelayedScaling, LossScaler
+from .delayedscale import DelayedScaling
+from .lossscale import LossScaler
 
-__all__ = ["Policy", "POLICIES", "TrainResult", "train", "train_all", "spirals", "cli_train",
+__all__ = ["Policy", "POLICIES", "TrainConfig", "TrainResult", "train", "train_all", "spirals", "cli_train",
            "summary_table"]
 
 
@@ -123,9 +124,45 @@ def spirals(n=256, seed=0, turns=1.5, noise=0.04):
     return np.vstack(xs), np.r_[np.zeros(m, np.int64), np.ones(m, np.int64)]
 
 
-@dataclass
+@dataclass(frozen=True)
+class TrainConfig:
+    """The knobs of a run besides its policy and length (``train(..., config=...)`` or
+    the same names as keywords of ``train``).
+
+    seed : data and initial weights.  n_points : spiral points.  hidden : layer width.
+    lr, momentum : SGD with momentum.  loss_weight : multiplies the loss (and divides the
+    learning rate): the knob that puts the gradients where FP16 loses them.
+    init_scale, growth_interval : the ``LossScaler`` of loss-scaling policies.
+    history_len : the FP8 amax window (``DelayedScaling``).
+    anneal_at, anneal_factor : the learning rate drops by ``anneal_factor`` after
+    ``anneal_at`` of the steps.  acc : overrides the policy's accumulator format.
+    acc_block : terms summed exactly per block of a low-precision bias-gradient sum.
+    keep_grads : keep every gradient value of the first step (``first_grads``).
+    """
+
+    seed: int = 0
+    n_points: int = 256
+    hidden: int = 64
+    lr: float = 0.2
+    momentum: float = 0.9
+    loss_weight: float = 2.0 ** -16
+    init_scale: float = 2.0 ** 16
+    growth_interval: int = 100
+    history_len: int = 16
+    anneal_at: float = 2 / 3
+    anneal_factor: float = 0.05
+    acc: str | None = None
+    acc_block: int = 16
+    keep_grads: bool = False
+
+    def anneal_step(self, steps: int) -> int:
+        """The first step of the annealing phase (small learning rate)."""
+        return int(round(self.anneal_at * steps))
+
+
+@dataclass(frozen=True)
 class TrainResult:
-    """Per-step records of one training run (arrays of length ``steps``).
+    """Per-step records of one training run (arrays of length ``steps``), by name.
 
     loss, accuracy : of the forward pass at that step (before its update).
     underflow : fraction of gradient values that rounding flushed to zero (of those
@@ -133,13 +170,19 @@ class TrainResult:
     overflow : a gradient was Inf/NaN; skipped : the update was skipped for it.
     loss_scale : the loss scale used (1 without loss scaling).
     lost_updates : fraction of weights whose nonzero update rounded away entirely.
+    final_loss, final_accuracy : of the trained weights.
     frozen : fraction of parameters that did not change at all during the annealing
         phase (the last ``1 - anneal_at`` of the steps, where the learning rate is small).
+    anneal_step : the first step of that phase.
+    params : the final parameters (three weight matrices, then three bias vectors).
+    seconds : wall-clock time of the run.
+    config : the ``TrainConfig`` of the run.
     first_grads : with ``keep_grads=True``, every gradient value of the first step (weights
         and biases, of the unscaled loss, as the policy computed them), flattened.
     """
 
     policy: Policy
+    config: TrainConfig
     loss: np.ndarray
     accuracy: np.ndarray
     underflow: np.ndarray
@@ -149,9 +192,10 @@ class TrainResult:
     lost_updates: np.ndarray
     final_loss: float
     final_accuracy: float
+    frozen: float
+    anneal_step: int
+    params: tuple
     seconds: float
-    frozen: float = 0.0
-    config: dict = field(default_factory=dict)
     first_grads: np.ndarray | None = None
 
     def summary(self) -> str:
@@ -195,7 +239,7 @@ class _Run:
         self.model = policy.model
         self.acc_block = acc_block
         self.ds = ds
-        self.fp8_cache = {}
+        self.fp8_cache: dict[str, tuple[np.ndarray, float]] = {}
         self.flushed = 0
         self.nonzero = 0
 
@@ -281,28 +325,61 @@ def _init(sizes, seed):
     return W, [np.zeros(s) for s in sizes[1:]]
 
 
-@np.errstate(over="ignore", invalid="ignore")  # Inf/NaN gradients are recorded, not warned
-def train(policy="bf16", steps=300, *, seed=0, n_points=256, hidden=64, lr=0.2, momentum=0.9,
-          loss_weight=2.0 ** -16, init_scale=2.0 ** 16, growth_interval=100, history_len=16,
-          anneal_at=2 / 3, anneal_factor=0.05, acc=None, acc_block=16, keep_grads=False,
-          progress=None) -> TrainResult:
+def train(policy: str | Policy = "bf16", steps: int = 300, config: TrainConfig | None = None,
+          *, progress=None, **options) -> TrainResult:
     """Train the 2 -> hidden -> hidden -> 2 tanh MLP on ``spirals`` with full-batch SGD
     (momentum) under ``policy`` (a name from ``POLICIES`` or a ``Policy``).
 
-    Deterministic for a given seed.  ``loss_weight`` multiplies the loss (and divides
-    the learning rate): the knob that puts the gradients where FP16 loses them.
-    The learning rate drops by ``anneal_factor`` after ``anneal_at`` of the steps (a
-    step schedule's annealing phase, where updates are small).
-    ``acc`` overrides the policy's accumulator format (the matmuls fall back to the
-    sequential accumulator when the policy's tensor-core model has no such
-    accumulator); a low-precision accumulator adds bias-gradient sums in blocks of
-    ``acc_block`` terms with one rounding each.
+    ``config`` (a ``TrainConfig``) holds the other knobs; ``options`` override its fields
+    by name (``train("fp16", 150, init_scale=2.0**40)``).  Deterministic for a given seed.
+    ``loss_weight`` multiplies the loss (and divides the learning rate): the knob that
+    puts the gradients where FP16 loses them.  The learning rate drops by
+    ``anneal_factor`` after ``anneal_at`` of the steps (a step schedule's annealing
+    phase, where updates are small).  ``acc`` overrides the policy's accumulator format
+    (the matmuls fall back to the sequential accumulator when the policy's tensor-core
+    model has no such accumulator); a low-precision accumulator adds bias-gradient sums
+    in blocks of ``acc_block`` terms with one rounding each.
     ``progress(step, steps, record)`` is called after every step when given.
 
     >>> r = train("fp32", steps=3, n_points=32, hidden=8)
     >>> r.loss_scale.tolist(), bool(r.underflow.max() == 0)
     ([1.0, 1.0, 1.0], True)
     """
+    cfg = _config(config, options)
+    policy = _resolve_policy(policy, cfg.acc)
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, not {steps!r}")
+    t0 = time.perf_counter()
+    with np.errstate(over="ignore", invalid="ignore"):  # Inf/NaN gradients are recorded, not warned
+        st = _State.start(policy, cfg, steps)
+        rec = {k: np.zeros(steps) for k in _RECORDS}
+        for step in range(steps):
+            for k, v in _step(st, step).items():
+                rec[k][step] = v
+            if progress is not None:
+                progress(step, steps, {k: v[step] for k, v in rec.items()})
+        return _result(st, rec, time.perf_counter() - t0)
+
+
+_RECORDS = ("loss", "accuracy", "underflow", "overflow", "skipped", "loss_scale", "lost_updates")
+
+
+def _config(config: TrainConfig | None, options: dict) -> TrainConfig:
+    if config is None:
+        config = TrainConfig()
+    elif not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, not {type(config).__name__}")
+    names = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise TypeError(f"train() got unexpected keyword argument(s) {unknown}; "
+                        f"valid: progress, {', '.join(sorted(names))}")
+    return replace(config, **options)
+
+
+def _resolve_policy(policy, acc) -> Policy:
+    """The ``Policy`` of a name or a Policy, with ``acc`` overriding its accumulator and
+    the tensor-core model dropped when the preset has no such formats."""
     if isinstance(policy, str):
         if policy not in POLICIES:
             import difflib
@@ -312,8 +389,6 @@ def train(policy="bf16", steps=300, *, seed=0, n_points=256, hidden=64, lr=0.2, 
         policy = POLICIES[policy]
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a name or a Policy, not {type(policy).__name__}")
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, not {steps!r}")
     if acc is not None:
         policy = replace(policy, name=f"{policy.name}+acc_{get_format(acc).name}",
                          acc=get_format(acc).name)
@@ -323,88 +398,112 @@ def train(policy="bf16", steps=300, *, seed=0, n_points=256, hidden=64, lr=0.2, 
             get_model(policy.model, policy.matmul, policy.acc)
         except ValueError:
             policy = replace(policy, model=None)
-    t0 = time.perf_counter()
-    ds = DelayedScaling(history_len=history_len) if policy.matmul.startswith("fp8") else None
-    run = _Run(policy, ds, acc_block)
-    fp32, low = run.fp32, run.act
-    wfmt = fp32 if policy.master else low  # the stored weights
-    opt = fp32  # gradients for the update and the momentum
-    X, y = spirals(n_points, seed)
-    Y = np.eye(2)[y]
-    W, b = _init([2, hidden, hidden, 2], seed)
-    params = [run.rnd(v, wfmt) for v in W + b]
-    vel = [np.zeros_like(v) for v in params]
-    scaler = None
-    if policy.loss_scaling is not None:
-        scaler = LossScaler(init_scale=init_scale, growth_interval=growth_interval,
-                            dynamic=policy.loss_scaling == "dynamic")
-    lr_hi = float(run.rnd(np.float64(lr / loss_weight), opt))
-    lr_lo = float(run.rnd(np.float64(lr * anneal_factor / loss_weight), opt))
-    mom_o = float(run.rnd(np.float64(momentum), opt))
-    anneal_step = int(round(anneal_at * steps))
-    rec = {k: np.zeros(steps) for k in ("loss", "accuracy", "underflow", "overflow", "skipped",
-                                        "loss_scale", "lost_updates")}
-    x_in = run.rnd(X, low)
-    for step in range(steps):
-        run.flushed = run.nonzero = 0
-        run.fp8_cache.clear()
-        S = scaler.get_scale() if scaler else 1.0
-        hs, logits = _forward(run, x_in, params, wfmt)
-        loss, accuracy, p = _loss(logits, y)
-        # scaled gradient of loss_weight * mean cross-entropy w.r.t. the logits (fp32)
-        d = run.rnd((p - Y) * (loss_weight * S / len(y)), fp32)
-        d = run.rnd_grad(d, run.grad)
-        grads = _backward(run, hs, params, wfmt, d)
-        overflow = not all(np.all(np.isfinite(g)) for g in grads)
-        if keep_grads and step == 0:
-            first = np.concatenate([g.ravel() for g in grads]) / S  # S: a power of two
-        skipped = False
-        if scaler is not None:
-            grads, found = scaler.unscale(grads)  # gradients of the unscaled loss, exact
-            grads = [run.rnd_grad(g, opt) for g in grads]  # into the optimizer's format
-            skipped = found
-            scaler.update()
-        else:
-            grads = [run.rnd(g, opt, run.grad) for g in grads]
-        lost = total = 0
-        lr_o = lr_hi if step < anneal_step else lr_lo
-        if step == anneal_step:
-            snapshot = [v.copy() for v in params]
-        if not skipped:
-            for i, g in enumerate(grads):
-                vel[i] = run.add(mom_o * vel[i], g, opt)  # fp32 * fp32: exact in float64
-                upd = lr_o * vel[i]
-                new = run.add(params[i], -upd, wfmt)
-                lost += int(np.count_nonzero((upd != 0) & (new == params[i])))
-                total += int(np.count_nonzero(upd))
-                params[i] = new
-        if ds is not None:
-            ds.update()
-        rec["loss"][step] = loss
-        rec["accuracy"][step] = accuracy
-        rec["underflow"][step] = run.flushed / max(run.nonzero, 1)
-        rec["overflow"][step] = overflow
-        rec["skipped"][step] = skipped
-        rec["loss_scale"][step] = S
-        rec["lost_updates"][step] = lost / max(total, 1) if not skipped else np.nan
-        if progress is not None:
-            progress(step, steps, {k: v[step] for k, v in rec.items()})
-    frozen = 0.0
-    if anneal_step < steps:
-        frozen = sum(int(np.count_nonzero(a == b)) for a, b in zip(snapshot, params)) / \
-            sum(v.size for v in params)
+    return policy
+
+
+@dataclass
+class _State:
+    """Everything a run carries from step to step."""
+
+    run: _Run
+    cfg: TrainConfig
+    steps: int
+    wfmt: Format  # the stored weights' format
+    x_in: np.ndarray
+    y: np.ndarray
+    Y: np.ndarray
+    params: list
+    vel: list
+    scaler: LossScaler | None
+    lr_hi: float
+    lr_lo: float
+    mom: float
+    anneal_step: int
+    snapshot: list | None = None
+    first: np.ndarray | None = None
+
+    @classmethod
+    def start(cls, policy: Policy, cfg: TrainConfig, steps: int) -> _State:
+        ds = DelayedScaling(history_len=cfg.history_len) if policy.matmul.startswith("fp8") else None
+        run = _Run(policy, ds, cfg.acc_block)
+        fp32, low = run.fp32, run.act
+        wfmt = fp32 if policy.master else low
+        opt = fp32  # gradients for the update and the momentum
+        X, y = spirals(cfg.n_points, cfg.seed)
+        W, b = _init([2, cfg.hidden, cfg.hidden, 2], cfg.seed)
+        params = [run.rnd(v, wfmt) for v in W + b]
+        scaler = None
+        if policy.loss_scaling is not None:
+            scaler = LossScaler(init_scale=cfg.init_scale, growth_interval=cfg.growth_interval,
+                                dynamic=policy.loss_scaling == "dynamic")
+        lw = cfg.loss_weight
+        return cls(run, cfg, steps, wfmt, run.rnd(X, low), y, np.eye(2)[y], params,
+                   [np.zeros_like(v) for v in params], scaler,
+                   float(run.rnd(np.float64(cfg.lr / lw), opt)),
+                   float(run.rnd(np.float64(cfg.lr * cfg.anneal_factor / lw), opt)),
+                   float(run.rnd(np.float64(cfg.momentum), opt)), cfg.anneal_step(steps))
+
+
+def _step(st: _State, step: int) -> dict:
+    """One training step: forward, loss, backward, (un)scaling, update; its records."""
+    run, cfg = st.run, st.cfg
+    run.flushed = run.nonzero = 0
     run.fp8_cache.clear()
-    _, logits = _forward(run, x_in, params, wfmt)
-    final_loss, final_acc, _ = _loss(logits, y)
-    first = first if keep_grads else None
-    cfg = dict(seed=seed, n_points=n_points, hidden=hidden, lr=lr, momentum=momentum,
-               loss_weight=loss_weight, init_scale=init_scale, growth_interval=growth_interval,
-               anneal_at=anneal_at, anneal_factor=anneal_factor, acc_block=acc_block,
-               anneal_step=anneal_step)
-    return TrainResult(policy, rec["loss"], rec["accuracy"], rec["underflow"],
-                       rec["overflow"].astype(bool), rec["skipped"].astype(bool),
-                       rec["loss_scale"], rec["lost_updates"], final_loss, final_acc,
-                       time.perf_counter() - t0, frozen, cfg, first)
+    S = st.scaler.get_scale() if st.scaler else 1.0
+    hs, logits = _forward(run, st.x_in, st.params, st.wfmt)
+    loss, accuracy, p = _loss(logits, st.y)
+    # scaled gradient of loss_weight * mean cross-entropy w.r.t. the logits (fp32)
+    d = run.rnd((p - st.Y) * (cfg.loss_weight * S / len(st.y)), run.fp32)
+    d = run.rnd_grad(d, run.grad)
+    grads = _backward(run, hs, st.params, st.wfmt, d)
+    overflow = not all(np.all(np.isfinite(g)) for g in grads)
+    if cfg.keep_grads and step == 0:
+        st.first = np.concatenate([g.ravel() for g in grads]) / S  # S: a power of two
+    skipped = False
+    if st.scaler is not None:
+        grads, found = st.scaler.unscale(grads)  # gradients of the unscaled loss, exact
+        grads = [run.rnd_grad(g, run.fp32) for g in grads]  # into the optimizer's format
+        skipped = found
+        st.scaler.update()
+    else:
+        grads = [run.rnd(g, run.fp32, run.grad) for g in grads]
+    if step == st.anneal_step:
+        st.snapshot = [v.copy() for v in st.params]
+    lost_updates = np.nan if skipped else _update(st, grads, st.lr_hi if step < st.anneal_step else st.lr_lo)
+    if run.ds is not None:
+        run.ds.update()
+    return {"loss": loss, "accuracy": accuracy, "underflow": run.flushed / max(run.nonzero, 1),
+            "overflow": overflow, "skipped": skipped, "loss_scale": S, "lost_updates": lost_updates}
+
+
+def _update(st: _State, grads, lr: float) -> float:
+    """SGD with momentum, every sum rounded once; the fraction of nonzero updates lost."""
+    lost = total = 0
+    for i, g in enumerate(grads):
+        st.vel[i] = st.run.add(st.mom * st.vel[i], g, st.run.fp32)  # fp32 * fp32: exact in float64
+        upd = lr * st.vel[i]
+        new = st.run.add(st.params[i], -upd, st.wfmt)
+        lost += int(np.count_nonzero((upd != 0) & (new == st.params[i])))
+        total += int(np.count_nonzero(upd))
+        st.params[i] = new
+    return lost / max(total, 1)
+
+
+def _result(st: _State, rec: dict, seconds: float) -> TrainResult:
+    frozen = 0.0
+    if st.snapshot is not None:
+        frozen = sum(int(np.count_nonzero(a == b)) for a, b in zip(st.snapshot, st.params)) / \
+            sum(v.size for v in st.params)
+    st.run.fp8_cache.clear()
+    _, logits = _forward(st.run, st.x_in, st.params, st.wfmt)
+    final_loss, final_acc, _ = _loss(logits, st.y)
+    return TrainResult(
+        policy=st.run.p, config=st.cfg, loss=rec["loss"], accuracy=rec["accuracy"],
+        underflow=rec["underflow"], overflow=rec["overflow"].astype(bool),
+        skipped=rec["skipped"].astype(bool), loss_scale=rec["loss_scale"],
+        lost_updates=rec["lost_updates"], final_loss=final_loss, final_accuracy=final_acc,
+        frozen=frozen, anneal_step=st.anneal_step, params=tuple(st.params), seconds=seconds,
+        first_grads=st.first if st.cfg.keep_grads else None)
 
 
 def _forward(run: _Run, x, params, opt):

@@ -28,7 +28,7 @@ from floatfmt._cast import round_exact, rounding_decision
 from floatfmt.codec import codes_to_values, values_to_codes
 from floatfmt.exact import to_exact
 from floatfmt._formats import get_format
-from floatfmt.scaling import MX_FORMATS
+from floatfmt.blockscale import MX_FORMATS
 from floatfmt.packing import pack, packed_nbytes, unpack
 from floatfmt.recipes import recipe_matmul
 from floatfmt.tensorcore import fused_dot, get_model, tensorcore_models, tensorcore_product
@@ -39,7 +39,9 @@ DTYPES = [np.float64, np.float32, np.float16, np.int64, np.int8, np.uint8, np.bo
 FMTS = ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "int8",
         "uint8", "e8m0"]
 
-PUBLIC_MODULES = ["_cast", "codec", "ops", "fparray", "accumulate", "tensorcore", "scaling", "_info", "_formats",
+PUBLIC_MODULES = ["_cast", "codec", "ops", "fparray", "accumulate", "tensorcore", "quantized",
+                  "quantization", "blockscale", "tensorscale", "intgemm", "delayedscale",
+                  "lossscale", "quantdemo", "_info", "_formats",
                   "packing", "recipes"]
 
 
@@ -413,7 +415,7 @@ def _recipe_driver(shape, dtype):
 
 
 def _mx_exponent_driver(shape, dtype):
-    from floatfmt.scaling import mx_shared_exponent
+    from floatfmt.blockscale import mx_shared_exponent
     _check_elementwise(lambda x: mx_shared_exponent(x), shape, dtype)
 
 
@@ -462,7 +464,7 @@ NO_ARRAY_INPUT = {
     "C_ENTRIES": "a constant", "BITORDERS": "a constant", "RECIPES": "a constant",
     "PROMOTIONS": "a constant", "get_recipe": "takes a recipe name",
     "BlockFormat": "a block-format description", "BlockFormatInfo": "a record",
-    "block_formats": "no arguments", "get_block_format": "takes a block-format name",
+    "block_formats": "no arguments", "format_table": "takes rows of compare_quantization", "get_block_format": "takes a block-format name",
 }
 
 

@@ -38,7 +38,15 @@ LAYER_OF_PREFIX = {
     "floatfmt.accumulate": "arithmetic",
     "floatfmt.tensorcore": "arithmetic",
     # lab: quantisation, block scaling, loss scaling, training
-    "floatfmt.scaling": "lab",
+    "floatfmt.quotients": "lab",
+    "floatfmt.quantized": "lab",
+    "floatfmt.tensorscale": "lab",
+    "floatfmt.groupscale": "lab",
+    "floatfmt.blockscale": "lab",
+    "floatfmt.quantization": "lab",
+    "floatfmt.intgemm": "lab",
+    "floatfmt.delayedscale": "lab",
+    "floatfmt.lossscale": "lab",
     "floatfmt.training": "lab",
     "floatfmt.recipes": "lab",
     # torch: the optional array backend for tensors
@@ -60,6 +68,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.course": "teach",
     "floatfmt.cli": "teach",
     "floatfmt.explorer": "teach",
+    "floatfmt.quantdemo": "teach",
 }
 
 

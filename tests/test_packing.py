@@ -17,7 +17,8 @@ import pytest
 
 import floatfmt as ff
 from floatfmt.packing import BITORDERS, PackedTensor, packed_nbytes
-from floatfmt.scaling import MX_FORMATS, QuantizedTensor
+from floatfmt.blockscale import MX_FORMATS
+from floatfmt.quantized import QuantizedTensor
 
 SUB_BYTE = ("fp4_e2m1", "int4", "uint4", "fp6_e2m3", "fp6_e3m2")
 WIDTH = {"fp4_e2m1": 4, "int4": 4, "uint4": 4, "fp6_e2m3": 6, "fp6_e3m2": 6}

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.scaling import QuantizedTensor
+from floatfmt.quantized import QuantizedTensor
 
 try:  # torch is optional: its oracle tests skip cleanly without it
     import torch

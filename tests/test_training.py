@@ -20,7 +20,7 @@ def runs():
 
 def anneal_gain(r):
     """Relative loss decrease over the annealing phase (small learning rate)."""
-    a = r.config["anneal_step"]
+    a = r.anneal_step
     return 1 - r.loss[-1] / r.loss[a]
 
 
@@ -54,7 +54,7 @@ def test_fp16_without_loss_scaling_loses_gradients(runs):
 
 def test_fp16_without_master_weights_stalls(runs):
     r, ref = runs["fp16_no_master"], runs["fp16"]
-    a = r.config["anneal_step"]
+    a = r.anneal_step
     # while the learning rate is annealed, the updates are below half an fp16 ulp
     assert r.frozen > 0.7 and ref.frozen < 0.01
     assert np.mean(r.lost_updates[a:]) > 0.6 and np.mean(ref.lost_updates[a:]) < 0.01

@@ -11,7 +11,8 @@ import numpy as np
 
 from .._cast import cast
 from ..accumulate import matmul
-from ..scaling import DelayedScaling, quantize
+from ..delayedscale import DelayedScaling
+from ..quantization import quantize
 from ..tensorcore import get_model
 from .registry import Exercise, Wrong, register
 from ._builtin import answer_fraction

@@ -2,7 +2,7 @@
 (FP8, FP6, FP4 ...) quantisation, computed with torch ops on the tensor's device,
 with a straight-through gradient.
 
-The rules are those of ``floatfmt.scaling.quantize`` (calibration ``"max"``), and
+The rules are those of ``floatfmt.quantization.quantize`` (calibration ``"max"``), and
 every rounding is the one rounding routine's (``rounding.round_values`` on
 tensors): the fp32 scale, the zero point, and each quotient ``x / scale``, which
 is rounded once from its exact value (float64 quotient plus the sign of its exact
@@ -73,7 +73,7 @@ def _round(v, fmt, mode, policy, sticky=None, rng=None):
 
 
 def _fp32_scale(raw, pow2):
-    """The fp32 scale of ``floatfmt.scaling``: 1.0 where the range is empty or not
+    """The fp32 scale of ``floatfmt.tensorscale``: 1.0 where the range is empty or not
     finite; fp32 round-to-nearest-even (saturating) or, with pow2, up to a power of two;
     the smallest fp32 subnormal where that gives 0."""
     raw = torch.where((raw > 0) & torch.isfinite(raw), raw, torch.ones_like(raw))
