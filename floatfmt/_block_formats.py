@@ -25,11 +25,11 @@ Every block format is one line of ``_BLOCK_REGISTRY``; the quantisation code
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ._formats import Format, get_format
+from ._names import close_matches, unknown_name
 
 __all__ = ["BlockFormat", "get_block_format", "block_formats", "is_block_format",
            "close_block_formats", "unknown_block_format"]
@@ -197,13 +197,10 @@ def get_block_format(fmt: str | BlockFormat) -> BlockFormat:
 
 def close_block_formats(name: str) -> list[str]:
     """Block-format names and aliases close to ``name`` (for "did you mean" hints)."""
-    known = [*_BLOCK_REGISTRY, *_BLOCK_ALIASES]
-    return difflib.get_close_matches(_key(name), known, n=3, cutoff=0.6)
+    return close_matches(_key(name), [*_BLOCK_REGISTRY, *_BLOCK_ALIASES], n=3, cutoff=0.6)
 
 
 def unknown_block_format(name: str) -> ValueError:
     """The error for an unknown block-format name: close matches, then every valid name."""
-    close = close_block_formats(name)
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    return ValueError(f"unknown block format {name!r}.{hint} "
-                      f"Block formats: {', '.join(_BLOCK_REGISTRY)}.")
+    return unknown_name("block format", name, _BLOCK_REGISTRY, also=_BLOCK_ALIASES, cutoff=0.6,
+                        listed_as="Block formats", match=_key(name))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ._xp import NUMPY, is_tensor, namespace
 from .exact import Exact, holds, to_exact
-from ._formats import get_format
+from ._formats import FormatLike, get_format
+from ._types import Overflow, RngLike, Values
 from .rounding import Decision, decide, make_rng, resolve_mode, resolve_overflow, round_values
 
 __all__ = ["cast", "round_exact", "rounding_decision", "tensor_exact"]
@@ -116,8 +119,9 @@ def rounding_decision(x, fmt, rounding="nearest_even", overflow=None, ftz=False,
                   sr_bits=sr_bits, sticky=sticky, resid=resid, stored=stored)
 
 
-def cast(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-         sr_bits=None, dtype=None, ste=None):
+def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
+         ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None,
+         dtype: Any = None, ste: str | None = None) -> Values:
     """Round ``x`` to the format ``fmt`` and return its value.
 
     The result is the exact input value rounded once to ``fmt`` under

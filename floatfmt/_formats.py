@@ -22,18 +22,23 @@ are Inf and NaN is given by ``inf`` and ``nan``:
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
+from typing import TYPE_CHECKING, Union
 
-__all__ = ["Format", "get_format", "formats", "register"]
+from ._names import unknown_name
+
+if TYPE_CHECKING:  # numpy is imported lazily here; the name is for annotations
+    import numpy as np
+
+__all__ = ["Format", "get_format", "formats", "register", "FormatLike"]
 
 _NAN_KINDS = ("ieee", "all_ones", "negative_zero", "none")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Format:
     """A binary number format.
 
@@ -54,20 +59,40 @@ class Format:
     bits : total width; derived for floats, required for integers.
     """
 
+    # After construction every field holds its final value (``bias``, ``negative_zero``
+    # and ``bits`` are derived when given as None), so readers see plain ints and bools.
     name: str
-    ebits: int = 0
-    mbits: int = 0
-    bias: int | None = None
-    kind: str = "float"
-    inf: bool = True
-    nan: str = "ieee"
-    signed: bool = True
-    negative_zero: bool | None = None
-    zero: bool = True
-    bits: int | None = None
+    ebits: int
+    mbits: int
+    bias: int
+    kind: str
+    inf: bool
+    nan: str
+    signed: bool
+    negative_zero: bool
+    zero: bool
+    bits: int
     description: str = field(default="", compare=False)
 
-    def __post_init__(self):
+    def __init__(self, name: str, ebits: int = 0, mbits: int = 0, bias: int | None = None, kind: str = "float",
+                 inf: bool = True, nan: str = "ieee", signed: bool = True, negative_zero: bool | None = None,
+                 zero: bool = True, bits: int | None = None, description: str = "") -> None:
+        put = object.__setattr__  # frozen: set once here, as the generated __init__ would
+        put(self, "name", name)
+        put(self, "ebits", ebits)
+        put(self, "mbits", mbits)
+        put(self, "bias", bias)
+        put(self, "kind", kind)
+        put(self, "inf", inf)
+        put(self, "nan", nan)
+        put(self, "signed", signed)
+        put(self, "negative_zero", negative_zero)
+        put(self, "zero", zero)
+        put(self, "bits", bits)
+        put(self, "description", description)
+        self.__post_init__()
+
+    def __post_init__(self) -> None:
         if self.kind not in ("float", "int"):
             raise ValueError(f"Format.kind must be 'float' or 'int', not {self.kind!r}")
         if self.nan not in _NAN_KINDS:
@@ -268,6 +293,11 @@ _PATTERN = re.compile(r"^(?:(?:fp|float)(\d+)_)?e(\d+)m(\d+)(?:b(\d+))?(fnuz|fn)
 _INT_PATTERN = re.compile(r"^(u?)int(1|2|4|8|16|32|64)$")
 
 
+# What names a format: a registered name or alias ("bf16", "e4m3", "e5m10"), a Format,
+# or a numpy / ml_dtypes dtype or scalar type of a registered format.
+FormatLike = Union[str, Format, "np.dtype", type]
+
+
 def formats() -> list[str]:
     """Canonical names of every registered format, in registry order."""
     return list(_REGISTRY)
@@ -331,7 +361,7 @@ def _dtype_name(obj) -> str | None:
     return None
 
 
-def get_format(fmt) -> Format:
+def get_format(fmt: FormatLike) -> Format:
     """Resolve a format given as a ``Format``, a name, an alias or a dtype.
 
     Names are case-insensitive; ``"e5m10"``-style strings build IEEE-like formats
@@ -370,15 +400,11 @@ def get_format(fmt) -> Format:
 
 
 def _unknown_format(name: str, reason: str = "") -> ValueError:
-    known = sorted(set(_REGISTRY) | set(_ALIASES))
-    close = difflib.get_close_matches(name.strip().lower(), known, n=3, cutoff=0.5)
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    what = f"format {name!r}: {reason}" if reason else f"unknown format {name!r}."
-    return ValueError(f"{what}{hint} Valid formats: {', '.join(_REGISTRY)} "
-                      "(or 'eXmY', 'eXmYfn', 'eXmYfnuz').")
+    return unknown_name("format", name, _REGISTRY, also=_ALIASES, cutoff=0.5, listed_as="Valid formats",
+                        note=" (or 'eXmY', 'eXmYfn', 'eXmYfnuz')", reason=reason)
 
 
-def hex_code(code, fmt) -> str:
+def hex_code(code: int, fmt: FormatLike) -> str:
     """A code as ``0x`` hex, zero-padded to the format's width in nibbles.
 
     >>> hex_code(0x1D, "fp8_e4m3"), hex_code(1, "fp16"), hex_code(3, "fp4_e2m1")

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, overload
 
 from ._block_formats import (BlockFormat, block_formats, close_block_formats, get_block_format,
                              is_block_format)
-from ._formats import Format, get_format, hex_code
+from ._formats import Format, FormatLike, get_format, hex_code
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["FormatInfo", "BlockFormatInfo", "info"]
 
@@ -141,7 +145,19 @@ def _block_info(b: BlockFormat) -> BlockFormatInfo:
         element_max=b.element_max, emax_elem=b.emax_elem, description=b.description)
 
 
-def info(fmt) -> FormatInfo | BlockFormatInfo:
+@overload
+def info(fmt: BlockFormat) -> BlockFormatInfo: ...
+
+
+@overload
+def info(fmt: Format | np.dtype | type) -> FormatInfo: ...
+
+
+@overload
+def info(fmt: str) -> FormatInfo | BlockFormatInfo: ...
+
+
+def info(fmt: FormatLike | BlockFormat) -> FormatInfo | BlockFormatInfo:
     """Facts of a format (``numpy.finfo``-style names); for a block-scaled format
     (``block_formats()``: OCP MX, NVFP4) its block facts as a ``BlockFormatInfo``.
 
@@ -152,7 +168,9 @@ def info(fmt) -> FormatInfo | BlockFormatInfo:
     >>> b = info("mxfp4_e2m1"); b.block_size, b.scale, b.bits_per_element
     (32, 'e8m0', 4.25)
     """
-    if is_block_format(fmt):
+    if isinstance(fmt, BlockFormat):
+        return _block_info(fmt)
+    if isinstance(fmt, str) and is_block_format(fmt):
         return _block_info(get_block_format(fmt))
     try:
         f = get_format(fmt)

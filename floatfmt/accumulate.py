@@ -31,14 +31,20 @@ orders first round each product to acc_fmt.
 from __future__ import annotations
 
 import builtins
-import difflib
 import math
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import eft
+from ._formats import FormatLike
+from ._names import unknown_name
+from ._types import Overflow, RngLike, Values
 from .ops import InFormat, check_invalid, make_ctx, operand_values, zero_signs, fma as _fma, mul as _mul
+
+if TYPE_CHECKING:  # for annotations: tensorcore is imported when a model is used
+    from .tensorcore import TensorCoreModel
 
 __all__ = ["sum", "dot", "matmul", "ORDERS"]
 
@@ -52,9 +58,7 @@ def _resolve_order(order):
     key = order.strip().lower()
     if key in ORDERS:
         return key
-    close = difflib.get_close_matches(key, ORDERS, n=2, cutoff=0.4)
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    raise ValueError(f"unknown order {order!r}.{hint} Valid: {', '.join(ORDERS)}.")
+    raise unknown_name("order", order, ORDERS, n=2)
 
 
 def _check_block(block):
@@ -255,8 +259,10 @@ def _final(r, order, actx, octx, scalar):
     return float(r) if scalar else r
 
 
-def sum(x, fmt, acc_fmt=None, order="sequential", axis=None, *, block=32, out_fmt=None,  # noqa: A001
-        rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, sr_bits=None):
+def sum(x: Values, fmt: FormatLike, acc_fmt: FormatLike | None = None, order: str = "sequential",  # noqa: A001
+        axis: int | None = None, *, block: int = 32, out_fmt: FormatLike | None = None,
+        rounding: str = "nearest_even", overflow: Overflow = None, ftz: bool = False,
+        daz: bool = False, rng: RngLike = None, sr_bits: int | None = None) -> Values:
     """Sum of ``x`` (cast to ``fmt``) with partial sums rounded to ``acc_fmt`` (default ``fmt``).
 
     ``order``: ``sequential``, ``pairwise``, ``kahan``, ``blocked`` (``block``
@@ -468,9 +474,11 @@ def _prep_pair(a, b, ictx, kind):
     return x, y
 
 
-def dot(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=None, *,
-        alpha=1.0, beta=None, c=None, block=32, rounding="nearest_even", overflow=None,
-        ftz=False, daz=False, rng=None, sr_bits=None):
+def dot(a: Values, b: Values, fmt: FormatLike, acc_fmt: FormatLike | None = "fp32", order: str = "sequential",
+        out_fmt: FormatLike | None = None, model: str | TensorCoreModel | None = None, *, alpha: float = 1.0,
+        beta: float | None = None, c: Values = None, block: int = 32, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None,
+        sr_bits: int | None = None) -> Values:
     """Dot product over the last axis (leading axes broadcast, like ``numpy.vecdot``).
 
     Inputs are cast to ``fmt``; products are exact; each accumulation step
@@ -488,9 +496,12 @@ def dot(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=None,
                     rounding, overflow, ftz, daz, rng, sr_bits)
 
 
-def matmul(a, b, fmt, acc_fmt="fp32", order="sequential", out_fmt=None, model=None, *,
-           alpha=1.0, beta=None, c=None, block=32, rounding="nearest_even", overflow=None,
-           ftz=False, daz=False, rng=None, sr_bits=None):
+def matmul(a: Values, b: Values, fmt: FormatLike, acc_fmt: FormatLike | None = "fp32",
+           order: str = "sequential", out_fmt: FormatLike | None = None,
+           model: str | TensorCoreModel | None = None, *, alpha: float = 1.0, beta: float | None = None,
+           c: Values = None, block: int = 32, rounding: str = "nearest_even",
+           overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None,
+           sr_bits: int | None = None) -> Values:
     """Matrix product ``a @ b`` (numpy shapes: 1-D promoted, leading batch axes broadcast).
 
     Same rules as ``dot``: inputs cast to ``fmt``, exact products, each

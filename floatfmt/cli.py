@@ -14,7 +14,7 @@ from fractions import Fraction
 from . import codec, exact
 from ._cast import cast
 from .numtext import exact_decimal
-from ._block_formats import block_formats
+from ._block_formats import block_formats, get_block_format
 from ._formats import formats, get_format, hex_code
 from ._info import info
 from .rounding import MODES
@@ -51,10 +51,10 @@ def show(value: str, fmt_name: str, rounding: str = "nearest_even", overflow=Non
     if finite(stored) and (isinstance(src, float) and finite(src) or not isinstance(src, float)
                            and src.is_finite()):
         src = Fraction(src)
-        err = Fraction(stored) - src
-        rel = f"{float(abs(err) / abs(src)):.3e}" if src != 0 else "n/a"
-        lines.append(f"error      {float(err):+.6e} absolute, {rel} relative, "
-                     f"{float(err / Fraction(codec.ulp(stored, fmt))):+.4f} ulp")
+        diff = Fraction(stored) - src
+        rel = f"{float(abs(diff) / abs(src)):.3e}" if src != 0 else "n/a"
+        lines.append(f"error      {float(diff):+.6e} absolute, {rel} relative, "
+                     f"{float(diff / Fraction(codec.ulp(stored, fmt))):+.4f} ulp")
     return "\n".join(lines)
 
 
@@ -64,7 +64,7 @@ def formats_table() -> str:
            f"{'min subnorm':>12} {'eps':>10}  inf  nan"
     rows = [head, "-" * len(head)]
     for name in formats():
-        i = info(name)
+        i = info(get_format(name))
         if i.kind == "int":
             rows.append(f"{name:<14}{i.bits:>5}{'-':>4}{'-':>4}{'-':>6}  {i.max:>12g} {'-':>12} {'-':>12} "
                         f"{'1':>10}  {'no':>3}  {'no':>3}   (min {i.min:g})")
@@ -75,7 +75,7 @@ def formats_table() -> str:
     rows += ["", f"{'block format':<14}{'element':>10}{'block':>7}{'scale':>10}{'tensor scale':>14}"
                  f"{'bits/element':>14}"]
     for name in block_formats():
-        b = info(name)
+        b = info(get_block_format(name))
         rows.append(f"{name:<14}{b.element:>10}{b.block_size:>7}{b.scale:>10}"
                     f"{b.tensor_scale or '-':>14}{b.bits_per_element:>14g}")
     return "\n".join(rows)

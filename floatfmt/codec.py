@@ -11,12 +11,15 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
+from typing import Any
+
 import numpy as np
 
 from ._xp import NUMPY, is_tensor, namespace
 from ._cast import round_exact, tensor_exact
 from .exact import holds, to_exact
-from ._formats import Format, get_format
+from ._formats import Format, FormatLike, get_format
+from ._types import Overflow, RngLike, Values
 from .rounding import make_rng, resolve_mode
 
 __all__ = ["encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
@@ -155,8 +158,9 @@ def _table(fmt: Format) -> np.ndarray:
     return t
 
 
-def encode(x, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-           sr_bits=None, container=None):
+def encode(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
+           ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None,
+           container: FormatLike | None = None) -> Values:
     """Round ``x`` to ``fmt`` (as ``cast`` does) and return the bit patterns.
 
     Codes come right-aligned in the smallest unsigned dtype that holds them.
@@ -200,7 +204,7 @@ def _as_codes(codes, fmt: Format) -> tuple[np.ndarray, bool]:
     return arr.astype(np.uint64 if arr.dtype.kind == "O" else arr.dtype), scalar
 
 
-def decode(codes, fmt) -> np.ndarray | float:
+def decode(codes: Values, fmt: FormatLike) -> np.ndarray | float:
     """Values (float64) of bit patterns of ``fmt``.
 
     An integer torch tensor of codes gives a float64 tensor on its device.
@@ -235,7 +239,7 @@ def _decode_tensor(codes, fmt: Format):
 _CLASSES = np.array(["zero", "subnormal", "normal", "inf", "nan"])
 
 
-def classify(x, fmt, rounding="nearest_even", **options):
+def classify(x: Values, fmt: FormatLike, rounding: str = "nearest_even", **options: Any) -> Values:
     """Class of ``x`` after rounding to ``fmt``: ``zero``, ``subnormal``,
     ``normal``, ``inf`` or ``nan`` (integers: ``zero`` or ``normal``).
 
@@ -318,7 +322,7 @@ def _neighbour_chunk(ex, fmt: Format, up: bool):
     return out
 
 
-def next_up(x, fmt):
+def next_up(x: Values, fmt: FormatLike) -> Values:
     """Smallest value of ``fmt`` strictly greater than ``x`` (+Inf past max, or NaN
     for formats without Inf).
 
@@ -328,7 +332,7 @@ def next_up(x, fmt):
     return _neighbour(x, fmt, True)
 
 
-def next_down(x, fmt):
+def next_down(x: Values, fmt: FormatLike) -> Values:
     """Largest value of ``fmt`` strictly less than ``x`` (mirror of ``next_up``).
 
     >>> next_down(1.0, "bf16"), next_down(448.0, "e4m3")
@@ -337,7 +341,7 @@ def next_down(x, fmt):
     return _neighbour(x, fmt, False)
 
 
-def ulp(x, fmt):
+def ulp(x: Values, fmt: FormatLike) -> Values:
     """Spacing of ``fmt`` at ``|x|``: the gap between the two values of ``fmt``
     that bracket ``|x|`` (for a value of the format, the gap to the next larger
     magnitude), ``2**(max(floor(log2|x|), emin) - mbits)``; 1 for integers.
@@ -359,7 +363,7 @@ def _ulp_chunk(v, fmt: Format):
     return np.where(np.isfinite(v), np.ldexp(1.0, k), np.nan)
 
 
-def values(fmt) -> np.ndarray:
+def values(fmt: FormatLike) -> np.ndarray:
     """Every distinct finite value of ``fmt`` in increasing order (one zero);
     formats of at most 16 bits.
 

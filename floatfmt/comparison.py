@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Iterable
+
+import numpy as np
 
 from ._block_formats import (BlockFormat, block_formats, close_block_formats, get_block_format,
                              is_block_format)
-from ._formats import Format, get_format
+from ._formats import Format, FormatLike, get_format
 from ._info import FormatInfo, info
 from .numtext import num_text, pow2_text
 
@@ -31,7 +34,7 @@ class ComparisonTable:
     COLUMNS = ("format", "bits", "layout", "bias", "max", "smallest normal", "smallest subnormal",
                "eps", "decimal digits", "dynamic range (decades)", "Inf/NaN")
 
-    def __init__(self, names):
+    def __init__(self, names: list[FormatLike | BlockFormat]) -> None:
         self.rows = [self._row_of(n) for n in names]
 
     @classmethod
@@ -132,7 +135,8 @@ class ComparisonTable:
 DEFAULT_COMPARE = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8")
 
 
-def compare(formats=DEFAULT_COMPARE) -> ComparisonTable:
+def compare(formats: FormatLike | BlockFormat | Iterable[FormatLike | BlockFormat] = DEFAULT_COMPARE
+            ) -> ComparisonTable:
     """Table of range and precision facts for ``formats`` (names or ``Format``; block
     formats such as ``"mxfp4_e2m1"`` or ``"nvfp4"`` give their element format's facts
     with the block's: bits per element including the scale's share, the layout of a
@@ -148,6 +152,6 @@ def compare(formats=DEFAULT_COMPARE) -> ComparisonTable:
     >>> r = compare("mxfp4").rows[0]; r["bits"], r["layout"], r["max"]
     ('4.25', 'fp4_e2m1 ×32 + e8m0 scale', '6 × scale')
     """
-    if isinstance(formats, (str, Format, BlockFormat)):
-        formats = [formats]
+    if isinstance(formats, (str, Format, BlockFormat, np.dtype, type)):
+        return ComparisonTable([formats])
     return ComparisonTable(list(formats))

@@ -152,20 +152,27 @@ def to_sticky(hi, lo, tail=None, fine=False):
     if not nz.any():
         return (float(t), 0) if scalar else (t, None)
     dtype = np.int64 if fine else np.uint8
-    h = hi[nz]
-    low = lo[nz]
+    t[nz], cls = _sticky_parts(hi[nz], lo[nz], None if tail is None else tail[nz], fine)
+    out_cls = np.zeros(hi.shape, dtype)
+    out_cls[nz] = cls
+    if scalar:
+        return float(t), int(out_cls)
+    return t, out_cls
+
+
+def _sticky_parts(h, low, tl, fine):
+    """``to_sticky`` on its nonzero finite entries: (t, class or resid) for hi = h, lo = low,
+    tail = tl (None when there is no tail)."""
     ah, al2 = np.abs(h), 2.0 * np.abs(low)
     # direction of the part beyond hi (+1 away from zero, -1 toward zero)
     sgn = np.sign(low)
-    if tail is not None:
-        tl = tail[nz]
+    if tl is not None:
         sgn = np.where(low == 0, np.sign(tl), sgn)
         # tail relative to lo: +1 makes |lo + tail| bigger, -1 smaller, 0 none
         tdir = np.where(low == 0, 0.0, np.sign(tl) * np.sign(low))
     else:
         tdir = np.zeros(h.shape)
     beyond = sgn == np.sign(h)
-    cls = np.empty(h.shape, np.uint8)
     # |exact| > |hi|: t = hi, remainder |lo + tail| in units U = spacing(|hi|)
     with np.errstate(over="ignore"):
         up = np.spacing(ah)
@@ -176,21 +183,15 @@ def to_sticky(hi, lo, tail=None, fine=False):
     d = ah - np.abs(tz)
     c_short = np.where(al2 > d, 1, np.where(al2 < d, 3,
                                             np.where(tdir > 0, 1, np.where(tdir < 0, 3, 2))))
-    cls[:] = np.where(beyond, c_beyond, c_short)
     t_nz = np.where(beyond, h, tz)
-    t[nz] = t_nz
-    out_cls = np.zeros(hi.shape, dtype)
-    if fine:
-        # |lo + tail| as W (exact scaling of |lo|, or of |tail| where lo is 0) plus the
-        # tail's direction; measured in units of the step above (beyond) or below (short)
-        a_eff = np.where(low == 0, np.abs(tl) if tail is not None else 0.0, np.abs(low))
-        unit = np.where(beyond, up, d)
-        W = np.ldexp(a_eff, 54 - (np.frexp(unit)[1] - 1))
-        cls = _resid_from(W, tdir, ~beyond, a_eff != 0)
-    out_cls[nz] = cls
-    if scalar:
-        return float(t), int(out_cls)
-    return t, out_cls
+    if not fine:
+        return t_nz, np.where(beyond, c_beyond, c_short).astype(np.uint8)
+    # |lo + tail| as W (exact scaling of |lo|, or of |tail| where lo is 0) plus the
+    # tail's direction; measured in units of the step above (beyond) or below (short)
+    a_eff = np.where(low == 0, np.abs(tl) if tl is not None else 0.0, np.abs(low))
+    unit = np.where(beyond, up, d)
+    W = np.ldexp(a_eff, 54 - (np.frexp(unit)[1] - 1))
+    return t_nz, _resid_from(W, tdir, ~beyond, a_eff != 0)
 
 
 def int_to_sticky(n: int, k: int, fine=False) -> tuple[float, int]:

@@ -29,10 +29,12 @@ from __future__ import annotations
 import decimal
 import math
 import re
+import typing
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from numbers import Number
+from typing import SupportsFloat
 
 import numpy as np
 
@@ -251,7 +253,8 @@ def _wrap_reduce(v, bits: int):
     if isinstance(v, Decimal):
         if not v.is_finite() or v.is_zero() or v.adjusted() < 0:  # |v| < 1: nothing to reduce
             return v
-        if v.as_tuple().exponent >= bits:  # c * 10**q with q >= bits: a multiple of 2**bits
+        q = v.as_tuple().exponent  # an int: v is finite
+        if isinstance(q, int) and q >= bits:  # c * 10**q with q >= bits: a multiple of 2**bits
             return Fraction(0)
     fr = Fraction(v)  # bounded by the size of v's own digits here
     red = abs(fr) % (1 << bits)
@@ -293,11 +296,12 @@ def _scalar(v, wrap_bits=None) -> tuple[float, int]:
         if a.dtype.kind in "biufcOUS":  # a numpy scalar of its own type, taken exactly
             return _scalar(a[()], wrap_bits)
         return float(a.astype(np.float64)), 0  # ml_dtypes: every value is a float64
-    if hasattr(v, "as_integer_ratio") and isinstance(v, Number):
+    ratio = getattr(v, "as_integer_ratio", None)
+    if ratio is not None and isinstance(v, Number):
         try:
-            return fraction_rz(Fraction(*v.as_integer_ratio()))
+            return fraction_rz(Fraction(*ratio()))
         except (ValueError, OverflowError):
-            return float(v), 0  # nan / inf (e.g. gmpy2.mpfr)
+            return float(typing.cast(SupportsFloat, v)), 0  # nan / inf (e.g. gmpy2.mpfr)
     raise TypeError(f"expected a number, got {type(v).__name__}: {v!r}")
 
 
@@ -412,6 +416,8 @@ def _sequence(x) -> np.ndarray:
         # object): exact, and the integer path takes int64 / uint64 exactly.
         return arr
     types = set(map(type, x))
+    leaves: np.ndarray | None
+    flat: np.ndarray | None
     if not types <= _SCALAR_LEAVES:  # nested, or array-likes: look at the innermost elements
         leaves = np.asarray(x, dtype=object)  # (arrays expanded into their elements)
         if leaves.shape != arr.shape:  # pragma: no cover - numpy expands both alike
@@ -419,7 +425,7 @@ def _sequence(x) -> np.ndarray:
         flat = leaves.reshape(-1)
         types = set(map(type, flat))
     else:
-        leaves = flat = None
+        leaves = flat = None  # the elements are the leaves: x itself
     if kind == "f" and arr.dtype.itemsize <= 8 and types <= _FLOAT_LEAVES | _INT_LEAVES:
         if types <= _FLOAT_LEAVES or all(-_TWO53 <= int(v) <= _TWO53 for v in (x if flat is None else flat)
                                          if type(v) in _INT_LEAVES):
@@ -437,14 +443,14 @@ def _exact_array(arr: np.ndarray, scalar: bool, fp64: Format, wrap_bits=None) ->
     if kind == "c":
         raise TypeError(f"complex numbers are not supported (got an array of {arr.dtype})")
     if kind == "f" and arr.dtype.itemsize <= 8:
-        src = _src_format(arr.dtype)
+        src = get_format(arr.dtype)  # float16/32/64: registered formats
         with np.errstate(invalid="ignore"):  # signalling-NaN payloads are still NaN
             return Exact(arr.astype(np.float64, copy=False), None, scalar, src, arr.dtype)
     if kind == "V" or (kind not in "biufcOUSMm" and _src_format(arr.dtype) is not None):
-        src = _src_format(arr.dtype)  # ml_dtypes types
-        if src is None:
+        ml_src = _src_format(arr.dtype)  # ml_dtypes types
+        if ml_src is None:
             raise TypeError(f"unsupported array dtype {arr.dtype}")
-        return Exact(arr.astype(np.float64), None, scalar, src, arr.dtype)
+        return Exact(arr.astype(np.float64), None, scalar, ml_src, arr.dtype)
     if kind == "b":
         return Exact(arr.astype(np.float64), None, scalar, fp64, None)
     if kind in "iu":
@@ -482,7 +488,8 @@ def _integers(arr: np.ndarray, wrap_bits=None):
     if wrap_bits is not None and wrap_bits < 64:
         mag = mag & np.uint64((1 << wrap_bits) - 1)
     big = mag > np.uint64(_TWO53)
-    sticky = resid = None
+    sticky: np.ndarray | None = None
+    resid: np.ndarray | None = None
     if big.any():
         a = mag[big]
         # bit length of a is 11 + bit length of a >> 11 (< 2**53: its float64 is exact)

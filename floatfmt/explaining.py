@@ -12,20 +12,28 @@ or an MX / NVFP4 format name a ``BlockExplanation`` (one block).
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 
-from ._block_formats import get_block_format, is_block_format
-from ._formats import get_format
-from .block_explanation import BlockExplanation, explain_block
+from ._block_formats import BlockFormat, get_block_format, is_block_format
+from ._formats import FormatLike, get_format
+from ._types import Overflow, RngLike, Values
+from .block_explanation import explain_block
 from .explanation import Explanation
 from .explanation_table import ExplanationTable
 
-__all__ = ["explain", "is_block_format_name"]
+__all__ = ["explain", "is_block_format_name", "Explained"]
 
 
-def explain(x, fmt=None, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-            sr_bits=None, max_rows=20, block=0) -> Explanation | ExplanationTable | BlockExplanation:
+# The result's type follows the input (a scalar, an array, a block format), as ``Values``
+# does for ``cast``: an ``Explanation``, an ``ExplanationTable`` or a ``BlockExplanation``.
+Explained = Any
+
+
+def explain(x: Values, fmt: FormatLike | BlockFormat | None = None, rounding: str = "nearest_even",
+            overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+            sr_bits: int | None = None, max_rows: int = 20, block: int = 0) -> Explained:
     """Round ``x`` to ``fmt`` (as ``cast`` does) and explain every step.
 
     A scalar gives an ``Explanation``: print it (coloured on a terminal) or let
@@ -54,17 +62,17 @@ def explain(x, fmt=None, rounding="nearest_even", overflow=None, ftz=False, daz=
         return explain_block(x, block, rounding=rounding)
     if fmt is None:
         raise TypeError("explain(x, fmt) needs a format (or a QuantizedTensor as x)")
-    if is_block_format_name(fmt):
+    if isinstance(fmt, BlockFormat) or (isinstance(fmt, str) and is_block_format_name(fmt)):
         from .quantization import quantize
         name = get_block_format(fmt).name
         if np.ndim(x) == 0 and not isinstance(x, (list, tuple)):
             x = [x]  # a block of one
         return explain_block(quantize(x, name, rounding=rounding, rng=rng), block, x=x,
                              rounding=rounding)
-    fmt = get_format(fmt)
+    f = get_format(fmt)
     if isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim > 0):
-        return ExplanationTable(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits, max_rows)
-    return Explanation(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+        return ExplanationTable(x, f, rounding, overflow, ftz, daz, rng, sr_bits, max_rows)
+    return Explanation(x, f, rounding, overflow, ftz, daz, rng, sr_bits)
 
 
 def is_block_format_name(fmt: object) -> bool:

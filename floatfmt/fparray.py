@@ -13,7 +13,8 @@ import numpy as np
 
 from .accumulate import matmul as _mm, sum as _sum
 from .exact import holds
-from ._formats import Format, get_format
+from ._formats import Format, FormatLike, get_format
+from ._types import Overflow, RngLike, Values
 from .ops import InFormat, abs as _abs, add, div, make_ctx, mul, neg, operand_values, promote_formats, sqrt, sub
 
 __all__ = ["FPArray", "array", "scalar"]
@@ -55,10 +56,11 @@ class FPArray(InFormat):
     """
 
     __array_ufunc__ = None  # numpy defers to our reflected operators
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # unhashable, like ndarray (mypy rejects the None idiom)
 
-    def __init__(self, values, fmt, rounding="nearest_even", overflow=None, ftz=False,
-                 daz=False, rng=None):
+    def __init__(self, values: Values, fmt: FormatLike, rounding: str = "nearest_even",
+                 overflow: Overflow = None, ftz: bool = False, daz: bool = False,
+                 rng: RngLike = None) -> None:
         ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng)
         if isinstance(values, FPArray):
             values = values._v
@@ -301,8 +303,8 @@ def _matmul_op(x, y, fmt, rounding, overflow, ftz, daz, rng):
                ftz=ftz, daz=daz, rng=rng)
 
 
-def array(values, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
-          rng=None) -> FPArray:
+def array(values: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
+          ftz: bool = False, daz: bool = False, rng: RngLike = None) -> FPArray:
     """An ``FPArray``: ``values`` cast to ``fmt`` (same options as ``ff.cast``), with
     arithmetic in ``fmt``.
 
@@ -312,8 +314,8 @@ def array(values, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=Fa
     return FPArray(values, fmt, rounding, overflow, ftz, daz, rng)
 
 
-def scalar(value, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
-           rng=None) -> FPArray:
+def scalar(value: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
+           ftz: bool = False, daz: bool = False, rng: RngLike = None) -> FPArray:
     """A 0-d ``FPArray`` holding one number cast to ``fmt``.
 
     >>> scalar(1.0, "fp16") + 0.0001, scalar(1.0, "fp32") + 0.0001

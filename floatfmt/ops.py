@@ -45,7 +45,8 @@ import numpy as np
 from . import eft
 from ._cast import round_exact
 from .exact import holds, to_exact
-from ._formats import Format, get_format
+from ._formats import Format, FormatLike, get_format
+from ._types import Overflow, RngLike, Values
 from .rounding import make_rng, resolve_mode, resolve_overflow, round_values
 
 __all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "maximum",
@@ -229,8 +230,9 @@ _NO_OPTS = {"rounding": "nearest_even", "overflow": None, "ftz": False, "daz": F
 
 
 # ---------------------------------------------------------------------------------------------
-def add(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def add(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """``a + b`` in ``fmt``: operands cast to ``fmt``, the exact sum rounded once.
 
     >>> add(1.0, 0.0001, "fp16"), add(1.0, 0.0001, "fp32")
@@ -417,8 +419,9 @@ def _add_values(x, y, ctx, opname):
     return ctx.round(t, cls)
 
 
-def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def sub(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """``a - b`` in ``fmt`` (the exact difference rounded once).
 
     >>> sub(1.0, 2**-12, "fp16"), sub(1.0, 2**-12, "fp16", rounding="down")
@@ -428,8 +431,9 @@ def sub(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
     return _finish(*_run_fast(ctx, _sub_impl, _fast_sub, a, b))
 
 
-def mul(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def mul(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """``a * b`` in ``fmt`` (the exact product rounded once; 0 * Inf is NaN).
 
     >>> mul(0.1, 0.1, "bf16"), mul(300.0, 300.0, "fp16")
@@ -451,8 +455,9 @@ def _mul_values(x, y, ctx):
     return ctx.round(t, cls)
 
 
-def div(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def div(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """``a / b`` in ``fmt``, correctly rounded in every mode.
 
     The float64 quotient and the exact sign of its residual ``a - q*b``
@@ -475,8 +480,8 @@ def _div_impl(ctx, a, b):
     return ctx.round(t, cls), sx and sy
 
 
-def sqrt(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-         sr_bits=None):
+def sqrt(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
+         ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None) -> Values:
     """Square root in ``fmt``, correctly rounded in every mode; sqrt(-0) = -0,
     sqrt of a negative number is NaN.
 
@@ -494,8 +499,9 @@ def _sqrt_impl(ctx, a):
     return ctx.round(t, cls), sx
 
 
-def fma(a, b, c, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None, *,
-        sr_bits=None):
+def fma(a: Values, b: Values, c: Values, fmt: FormatLike, rounding: str = "nearest_even",
+        overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
+        sr_bits: int | None = None) -> Values:
     """Fused multiply-add ``a*b + c`` in ``fmt``: one rounding of the exact value.
 
     >>> a, b = 1 + 2**-10, 1 - 2**-10            # a*b = 1 - 2**-20, not an fp16 value
@@ -531,7 +537,8 @@ def _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, fn, name):
     return _finish(ctx.round(t), sx)
 
 
-def neg(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
+def neg(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
+        ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """``-a`` in ``fmt`` (exact for signed float formats; int8 ``-(-128)`` follows the
     overflow policy).
 
@@ -541,7 +548,8 @@ def neg(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rn
     return _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, np.negative, "neg")
 
 
-def abs(a, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):  # noqa: A001
+def abs(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,  # noqa: A001
+        ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """``|a|`` in ``fmt``.
 
     >>> abs(-0.1, "fp16")
@@ -565,7 +573,8 @@ def _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, is_min):
     return _finish(np.array(r, np.float64), sx and sy)
 
 
-def minimum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
+def minimum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+            overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """Elementwise minimum of ``a`` and ``b`` cast to ``fmt`` (IEEE 754-2019
     ``minimum``: NaN if either is NaN, and -0 < +0).
 
@@ -575,7 +584,8 @@ def minimum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=Fa
     return _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, True)
 
 
-def maximum(a, b, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False, rng=None):
+def maximum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
+            overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """Elementwise maximum of ``a`` and ``b`` cast to ``fmt`` (NaN if either is NaN,
     +0 > -0).
 

@@ -45,7 +45,8 @@ from math import gcd
 import numpy as np
 
 from .codec import code_dtype
-from ._formats import Format, get_format
+from ._formats import Format, FormatLike, get_format
+from ._types import Values
 
 __all__ = ["pack", "unpack", "packed_nbytes", "PackedTensor", "BITORDERS"]
 
@@ -115,7 +116,7 @@ def _codes_in(codes, f: Format) -> np.ndarray:
     return arr
 
 
-def pack(codes, fmt, *, bitorder="little") -> np.ndarray:
+def pack(codes: Values, fmt: FormatLike, *, bitorder: str = "little") -> np.ndarray:
     """Pack the codes of a format of at most 8 bits into bytes (a 1-d uint8 array).
 
     ``codes``: integers 0 .. 2**bits - 1 of any shape (``ff.encode`` output; signed
@@ -130,7 +131,7 @@ def pack(codes, fmt, *, bitorder="little") -> np.ndarray:
     """
     f = _packable(fmt)
     order = _bitorder(bitorder)
-    c = _codes_in(codes, f).reshape(-1)
+    c: np.ndarray = _codes_in(codes, f).reshape(-1)
     w = f.bits
     if w == 8:
         return c.astype(np.uint8)
@@ -181,7 +182,7 @@ def _bytes_in(data) -> np.ndarray:
     return arr.reshape(-1)
 
 
-def unpack(data, fmt, shape, *, bitorder="little") -> np.ndarray:
+def unpack(data: bytes | bytearray | memoryview | np.ndarray, fmt: FormatLike, shape: int | tuple[int, ...], *, bitorder: str = "little") -> np.ndarray:
     """Codes of ``fmt`` (uint8, shape ``shape``) from bytes that ``pack`` wrote.
 
     ``data``: bytes, bytearray, memoryview or a uint8 array of exactly

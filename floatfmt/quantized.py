@@ -16,13 +16,13 @@ and the block / tile layouts (``split_blocks``, ``unsplit_blocks``,
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ._block_formats import block_formats, close_block_formats, get_block_format, is_block_format
 from ._formats import Format, get_format
+from ._names import unknown_name
 from .codec import values_to_codes
 from .exact import to_exact
 
@@ -34,9 +34,7 @@ def choose(kind, value, valid):
         raise TypeError(f"{kind} must be a string, not {type(value).__name__}")
     key = value.strip().lower()
     if key not in valid:
-        close = difflib.get_close_matches(key, valid, n=2, cutoff=0.4)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise ValueError(f"unknown {kind} {value!r}.{hint} Valid: {', '.join(valid)}.")
+        raise unknown_name(kind, value, valid, n=2)
     return key
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._cast import cast
+from ._types import Values
 from .ops import add, fma, mul
 from .quantization import quantize
 from .quantized import QuantizedTensor
@@ -145,7 +146,8 @@ def _operands(x, w, r: BlockFP8Recipe):
     return qa, qw
 
 
-def recipe_matmul(x, w, recipe="deepseek_v3", *, quantized=None) -> np.ndarray:
+def recipe_matmul(x: Values, w: Values, recipe: str | BlockFP8Recipe = "deepseek_v3", *,
+                  quantized: tuple[QuantizedTensor, QuantizedTensor] | None = None) -> np.ndarray:
     """``x @ w`` (M x K times K x N) as a block-scaled FP8 recipe computes it.
 
     Steps (see the module docstring): quantise ``x`` in 1 x ``act_group`` tiles and

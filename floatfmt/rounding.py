@@ -36,7 +36,6 @@ path (fast and general) bit for bit on every format, mode and policy.
 
 from __future__ import annotations
 
-import difflib
 import math
 import threading
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ import numpy as np
 
 from ._xp import NUMPY, is_tensor, namespace
 from ._formats import Format
+from ._names import unknown_name
 
 __all__ = ["MODES", "OVERFLOWS", "resolve_mode", "resolve_overflow", "make_rng", "round_values",
            "Decision", "decide", "resid_class"]
@@ -62,12 +62,6 @@ OVERFLOWS = ("inf", "saturate", "nan", "wrap")
 _CHUNK = 1 << 15
 
 
-def _unknown(kind, given, valid, extra=()):
-    close = difflib.get_close_matches(str(given).lower(), list(valid) + list(extra), n=3, cutoff=0.4)
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    return ValueError(f"unknown {kind} {given!r}.{hint} Valid: {', '.join(valid)}.")
-
-
 def resolve_mode(mode) -> str:
     """Canonical rounding-mode name for a name or alias (``"rne"`` -> ``"nearest_even"``)."""
     if not isinstance(mode, str):
@@ -77,7 +71,7 @@ def resolve_mode(mode) -> str:
         return key
     if key in _MODE_ALIASES:
         return _MODE_ALIASES[key]
-    raise _unknown("rounding mode", mode, MODES, _MODE_ALIASES)
+    raise unknown_name("rounding mode", mode, MODES, also=_MODE_ALIASES)
 
 
 def resolve_overflow(overflow, fmt: Format) -> str:
@@ -95,7 +89,7 @@ def resolve_overflow(overflow, fmt: Format) -> str:
         raise TypeError(f"overflow must be a string or None, not {type(overflow).__name__}")
     key = overflow.strip().lower()
     if key not in OVERFLOWS:
-        raise _unknown("overflow policy", overflow, OVERFLOWS + ("None",))
+        raise unknown_name("overflow policy", overflow, OVERFLOWS + ("None",))
     if key == "inf" and not fmt.inf:
         raise ValueError(f"{fmt.name} has no Inf, so overflow='inf' is impossible; "
                          "use 'saturate'" + (" or 'nan'" if fmt.has_nan else ""))
@@ -480,7 +474,7 @@ _SIGN = np.int64(-0x8000000000000000)  # the sign bit
 _ABS = np.int64(0x7FFFFFFFFFFFFFFF)
 _QNAN = np.int64(0x7FF8000000000000)
 try:  # the clip ufunc itself: np.clip adds ~2 microseconds of Python per call
-    from numpy._core.umath import clip as _clip
+    from numpy._core.umath import clip as _clip  # type: ignore[attr-defined]  # a ufunc numpy's stubs omit
 except ImportError:  # numpy 1.x
     _clip = np.clip
 
@@ -681,7 +675,7 @@ def _fast_chunk(xc, o, p, rng, b, sc=None) -> bool:
         np.bitwise_and(xc.view(np.int64), _SIGN, out=Ub)  # the step carries the sign of x
         np.bitwise_or(o.view(np.int64), Ub, out=o.view(np.int64))
         np.add(V, o, out=o)  # trunc(y) + (+-0 or +-1): zeros keep the sign of x
-    if fix is not None and fix.size:
+    if fix is not None and W is not None and fix.size:  # (fix is set exactly when W is)
         o[fix] = W[fix] + np.copysign(1.0, xc[fix])
         if mode == "odd":
             o[fix] += W[fix]  # y = 2 trunc(y/2): the step is from y, not y/2
@@ -926,7 +920,7 @@ def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz
             x, sticky, st = float(xd[0]), 0, None
             base.update(input=x, sticky=0)
 
-    def finish(r: Fraction | float) -> float:
+    def finish(r: Fraction) -> float:
         """The routine applied to a value already on the grid: only its range handling acts.
         (A format without zero has no input 0 to apply it to: the routine stores its
         smallest value for a result of 0, which the caller reads from ``value``.)"""
@@ -962,6 +956,7 @@ def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz
             return "smallest"
         return None
 
+    out: str | None  # the side of the range a value falls outside, if any
     if math.isinf(x) and not sticky:
         out = "above" if x > 0 else "below"
         return Decision(special="inf", out_of_range=out, action=action(out, x), daz=daz, **base)

@@ -44,13 +44,14 @@ record.  ``tensorcore_models()`` lists the presets (``"h100/bf16"`` ...);
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import eft
-from ._formats import Format, get_format
+from ._formats import Format, FormatLike, get_format
+from ._names import unknown_name
+from ._types import Values
 from .rounding import round_values
 
 __all__ = ["TensorCoreModel", "tensorcore_models", "get_model", "tensorcore_product",
@@ -145,7 +146,7 @@ _B200_FP8 = ("NVIDIA B200 (Blackwell); FP8: c added after the fused products wit
              "round-to-nearest-even addition (c_entry='after'), the rule that reproduces "
              "every measured B200 FP8-to-fp32 row of Khattak & Mikaitis")
 
-_GPUS = {
+_GPUS: dict[str, tuple[str, dict[str, tuple]]] = {
     # gpu: (description, {input format group: (F, L, step_fmt[, c_entry[, description]])})
     "v100": ("NVIDIA V100 (Volta)", {"fp16": (23, 4, None)}),
     "t4": ("NVIDIA T4 (Turing)", {"fp16": (24, 8, None), "int8": (0, 16, None)}),
@@ -204,11 +205,8 @@ def get_model(model, fmt, acc_fmt="fp32") -> TensorCoreModel:
         gpu, _, given_fmt = name.partition("/")
         gpu = _GPU_ALIASES.get(gpu, gpu)
         if gpu not in _GPUS:
-            valid = list(_GPUS) + list(_GPU_ALIASES)
-            close = difflib.get_close_matches(gpu, valid, n=3, cutoff=0.4)
-            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ValueError(f"unknown tensor-core model {model!r}.{hint} "
-                             f"Valid: {', '.join(valid)} (or a TensorCoreModel).")
+            raise unknown_name("tensor-core model", model, [*_GPUS, *_GPU_ALIASES], match=gpu,
+                               note=" (or a TensorCoreModel)")
         if given_fmt:
             key_fmt = get_format(given_fmt).name
         key = f"{gpu}/{key_fmt}"
@@ -543,7 +541,8 @@ def tensorcore_product(kind, a, b, fmt, model, acc_fmt="fp32", *, rounding="near
     return out, m.acc_fmt
 
 
-def mma(a, b, c, fmt, model, acc_fmt="fp32"):
+def mma(a: Values, b: Values, c: Values, fmt: FormatLike, model: str | TensorCoreModel,
+        acc_fmt: FormatLike = "fp32") -> Values:
     """D = A.B + C as one matrix unit computes it: C is the accumulator input of the unit.
 
     ``a``: (..., M, K), ``b``: (..., K, N), ``c``: an array that broadcasts to the result

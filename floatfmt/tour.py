@@ -112,14 +112,14 @@ def run_tour(figures_out=None, file=None) -> None:
         "saturating (what PTX cvt .satfinite and recent PyTorch do).")
 
     _section(out, 7, "Double rounding: the float64 -> bf16 case ml_dtypes gets wrong")
-    x = DOUBLE_ROUNDING_X
-    right = cast(x, "bf16")
-    x32 = cast(x, "fp32")
+    xd = DOUBLE_ROUNDING_X  # (x, the loop variable above, is an int)
+    right = cast(xd, "bf16")
+    x32 = cast(xd, "fp32")
     tie = explain(x32, "bf16")
-    out(f"x = float.fromhex('{x.hex()}') = {x!r}")
+    out(f"x = float.fromhex('{xd.hex()}') = {xd!r}")
     try:
         import ml_dtypes
-        theirs = float(np.float64(x).astype(ml_dtypes.bfloat16))
+        theirs = float(np.float64(xd).astype(ml_dtypes.bfloat16))
         out(f"ml_dtypes {ml_dtypes.__version__}: np.float64(x).astype(bfloat16) = {theirs!r}")
     except ImportError:
         theirs = cast(x32, "bf16")
@@ -127,7 +127,7 @@ def run_tour(figures_out=None, file=None) -> None:
     out(f"floatfmt:  ff.cast(x, 'bf16')                 = {right!r}   (rounded once: correct)")
     out(f"Why: float32(x) = {x32!r} lies exactly halfway between the bf16 neighbours "
         f"{tie.lower!r} and {tie.upper!r} (tie={tie.tie}), so ties-to-even picks {cast(x32, 'bf16')!r}; "
-        f"x itself is {'below' if abs(x) < abs(x32) else 'above'} that midpoint in magnitude, "
+        f"x itself is {'below' if abs(xd) < abs(x32) else 'above'} that midpoint in magnitude, "
         f"so the right answer is {right!r}.")
 
     out("\nNext: ff.explain(x, fmt) for any value and format; `floatfmt figures` for the pictures;")

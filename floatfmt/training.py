@@ -48,6 +48,7 @@ from .accumulate import matmul as _ff_matmul
 from .eft import exact_sum
 from .exact import holds
 from ._formats import Format, get_format
+from ._names import unknown_name
 from .rounding import round_values
 from .delayedscale import DelayedScaling
 from .lossscale import LossScaler
@@ -382,10 +383,7 @@ def _resolve_policy(policy, acc) -> Policy:
     the tensor-core model dropped when the preset has no such formats."""
     if isinstance(policy, str):
         if policy not in POLICIES:
-            import difflib
-            close = difflib.get_close_matches(policy, list(POLICIES), n=2, cutoff=0.4)
-            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ValueError(f"unknown policy {policy!r}.{hint} Valid: {', '.join(POLICIES)}.")
+            raise unknown_name("policy", policy, POLICIES, n=2)
         policy = POLICIES[policy]
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a name or a Policy, not {type(policy).__name__}")

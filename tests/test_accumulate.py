@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from tests.oracles import mpfr as M
+from conftest import all_same as _same, mpfr as M
 
 FMT = ff.get_format
 
@@ -81,11 +81,6 @@ def _f(fr):
     v = float(fr)
     assert Fraction(v) == fr
     return v
-
-
-def _same(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return bool(np.all((np.isnan(a) & np.isnan(b)) | ((a == b) & (np.signbit(a) == np.signbit(b)))))
 
 
 def _terms(fmt, n, rng, spread=12):

@@ -12,16 +12,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import floatfmt as ff
-from oracles import mpfr as O
-from oracles.reference_dtypes import FLOAT_DTYPES
+from conftest import DET_MODES, FLOAT_DTYPES, any_floats as anyfloat, finite_floats as finite, mpfr as O, same
 
 # Formats ml_dtypes / numpy can convert float32 to (their RNE, their own overflow rule).
 ML_DTYPES = dict(FLOAT_DTYPES)
-
-
-def same(a, b) -> np.ndarray:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return (np.isnan(a) & np.isnan(b)) | ((a == b) & (np.signbit(a) == np.signbit(b)))
 
 
 def float32_inputs(name) -> np.ndarray:
@@ -191,9 +185,6 @@ def test_stochastic_rejects_bad_options():
 # ---------------------------------------------------------------------------- properties
 FMTS = ["bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp6_e3m2", "fp4_e2m1", "tf32",
         "e8m0", "int8", "uint4"]
-DET_MODES = ["nearest_even", "nearest_away", "toward_zero", "up", "down", "odd"]
-finite = st.floats(allow_nan=False, allow_infinity=False)
-anyfloat = st.floats(allow_nan=True, allow_infinity=True)
 
 
 @settings(max_examples=300, deadline=None)

@@ -32,7 +32,7 @@ import floatfmt as ff
 from tests.oracles.compare import mismatches
 from floatfmt.exact import to_exact
 from floatfmt._cast import round_exact
-from oracles import mpfr as O
+from conftest import mpfr as O
 
 rounding = importlib.import_module("floatfmt.rounding")  # the module (ff.rounding is not public)
 

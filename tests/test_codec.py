@@ -6,18 +6,13 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes as md
 import numpy as np
 import pytest
 
 import floatfmt as ff
+from conftest import FLOAT_DTYPES, INT_DTYPES, same
 
-REF = {"fp16": np.float16, "bf16": md.bfloat16, "fp8_e4m3": md.float8_e4m3fn,
-       "fp8_e5m2": md.float8_e5m2, "fp8_e4m3fnuz": md.float8_e4m3fnuz,
-       "fp8_e5m2fnuz": md.float8_e5m2fnuz, "fp8_e3m4": md.float8_e3m4,
-       "fp6_e2m3": md.float6_e2m3fn, "fp6_e3m2": md.float6_e3m2fn, "fp4_e2m1": md.float4_e2m1fn,
-       "e8m0": md.float8_e8m0fnu, "int8": np.int8, "uint8": np.uint8, "int4": md.int4,
-       "uint4": md.uint4}
+REF = {**FLOAT_DTYPES, **INT_DTYPES}  # every format of at most 16 bits with a reference dtype
 
 
 def reference_set(name) -> np.ndarray:
@@ -27,11 +22,6 @@ def reference_set(name) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         v = codes.view(REF[name]).astype(np.float64)
     return np.unique(v[~np.isnan(v)] + 0.0)
-
-
-def same(a, b) -> np.ndarray:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return (np.isnan(a) & np.isnan(b)) | ((a == b) & (np.signbit(a) == np.signbit(b)))
 
 
 # ------------------------------------------------------------------------------ encode/decode

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from oracles.reference_dtypes import FLOAT_DTYPES, INT_DTYPES
+from conftest import FLOAT_DTYPES, INT_DTYPES, same
 
 # floatfmt name -> the numpy / ml_dtypes dtype with the same value set.
 REFERENCE_DTYPES = {**FLOAT_DTYPES, **INT_DTYPES}
@@ -35,11 +35,6 @@ def reference_values(name) -> np.ndarray:
     codes = all_codes(name)
     with np.errstate(invalid="ignore"):  # ml_dtypes warns on NaN codes
         return codes.view(REFERENCE_DTYPES[name]).astype(np.float64)
-
-
-def same(a, b) -> np.ndarray:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return (np.isnan(a) & np.isnan(b)) | ((a == b) & (np.signbit(a) == np.signbit(b)))
 
 
 @pytest.mark.parametrize("name", SMALL)

@@ -19,9 +19,8 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from tests.oracles import mpfr as M
+from conftest import DET_MODES as MODES, mpfr as M, same_value as same
 
-MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
 ORDERS = ("sequential", "pairwise", "kahan", "blocked", "exact")
 HUGE = (1e308, -1e308, 1.7976931348623157e308, 2.0 ** 1000 * 1.5, -(2.0 ** 1020) * 1.25, 10.0,
         -16.0, 3.0, 0.75, 2.0 ** -600, -(2.0 ** -1000), 5e-324)
@@ -116,12 +115,6 @@ def ref_dot(a, b, acc, order, mode, block=2):
             r = add(r, p)
         return r
     raise AssertionError(order)
-
-
-def same(x, y):
-    if math.isnan(x) or math.isnan(y):
-        return math.isnan(x) and math.isnan(y)
-    return x == y and math.copysign(1, x) == math.copysign(1, y)
 
 
 def vectors(n, count, seed):

@@ -13,13 +13,13 @@ import json
 import re
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import floatfmt as ff
 from floatfmt.gpu.compare import format_measured, measured_root, replay_measured
 from floatfmt.tensorcore import get_model
+from conftest import REFERENCE_DTYPES, same as _same
 
 ROOT = Path(__file__).resolve().parent / "data" / "hardware"
 MANIFEST = json.loads((ROOT / "manifest.json").read_text())
@@ -36,13 +36,7 @@ def _values(codes, fmt):
         return codes.astype(np.uint32).view(np.float32).astype(np.float64)
     if fmt == "bf16":
         return (codes.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    dt = {"fp16": np.float16, "fp8_e4m3": ml_dtypes.float8_e4m3fn,
-          "fp8_e5m2": ml_dtypes.float8_e5m2}[fmt]
-    return codes.view(dt).astype(np.float64)
-
-
-def _same(x, y):
-    return (np.isnan(x) & np.isnan(y)) | ((x == y) & (np.signbit(x) == np.signbit(y)))
+    return codes.view(REFERENCE_DTYPES[fmt]).astype(np.float64)
 
 
 def _replay(s, out, model=None, c_used=None):

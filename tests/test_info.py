@@ -16,13 +16,9 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
+from conftest import REFERENCE_FLOAT_DTYPES
 
-FINFO = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "bf16": md.bfloat16,
-         "fp8_e4m3": md.float8_e4m3fn, "fp8_e5m2": md.float8_e5m2,
-         "fp8_e4m3fnuz": md.float8_e4m3fnuz, "fp8_e5m2fnuz": md.float8_e5m2fnuz,
-         "fp8_e4m3b11fnuz": md.float8_e4m3b11fnuz, "fp8_e4m3_ieee": md.float8_e4m3, "fp8_e3m4": md.float8_e3m4,
-         "fp6_e2m3": md.float6_e2m3fn, "fp6_e3m2": md.float6_e3m2fn, "fp4_e2m1": md.float4_e2m1fn,
-         "e8m0": md.float8_e8m0fnu}
+FINFO = REFERENCE_FLOAT_DTYPES
 IINFO = {"int8": np.int8, "uint8": np.uint8, "int4": md.int4, "uint4": md.uint4}
 
 

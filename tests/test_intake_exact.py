@@ -38,7 +38,7 @@ import pytest
 import floatfmt as ff
 from tests.oracles.compare import mismatches as bad
 from floatfmt.exact import to_fraction
-from oracles import mpfr as O
+from conftest import mpfr as O
 
 MODES = O.MODES  # the six deterministic modes
 FORMATS = ["fp64", "fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "e8m0",

@@ -23,6 +23,8 @@ LAYERS = ["core", "arithmetic", "lab", "torch", "gpu", "teach"]
 LAYER_OF_PREFIX = {
     # core: formats, the one rounding routine, exact intake, codec, cast, info
     "floatfmt._version": "core",
+    "floatfmt._types": "core",
+    "floatfmt._names": "core",
     "floatfmt._formats": "core",
     "floatfmt.rounding": "core",
     "floatfmt.exact": "core",
@@ -197,3 +199,69 @@ def test_no_module_is_hidden_by_a_public_function():
                if f"floatfmt.{name}" in MODULES
                and not isinstance(getattr(floatfmt, name), types.ModuleType)}
     assert clashes == KNOWN_CLASHES, f"modules hidden by a same-named public object: {clashes}"
+
+
+# ---------------------------------------------------------------------------- sizes
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+SIZE_REASON = "# size:"
+
+
+def _module_reason(lines: list[str], tree: ast.Module) -> bool:
+    """A ``# size: <reason>`` line at the module's top: before its first statement other
+    than the docstring (so, above the imports)."""
+    body = tree.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+        body = body[1:]
+    first = body[0].lineno if body else len(lines) + 1
+    return any(line.strip().startswith(SIZE_REASON) for line in lines[:first - 1])
+
+
+def _function_reason(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A ``# size: <reason>`` line just above the function (its decorators included) or in
+    its head: the signature, the docstring, and the first line of code."""
+    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    body = node.body
+    has_doc = isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
+    code = body[1] if has_doc and len(body) > 1 else body[0]
+    head = lines[max(0, start - 4):code.lineno]
+    return any(line.strip().startswith(SIZE_REASON) for line in head)
+
+
+def size_offenders() -> list[str]:
+    """Modules over MAX_MODULE_LINES lines and functions over MAX_FUNCTION_LINES lines
+    (decorators to last line) that do not say why."""
+    out = []
+    for module, path in MODULES.items():
+        text = path.read_text()
+        lines = text.splitlines()
+        tree = ast.parse(text, filename=str(path))
+        if len(lines) > MAX_MODULE_LINES and not _module_reason(lines, tree):
+            out.append(f"{module}: {len(lines)} lines")
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                n = (node.end_lineno or node.lineno) - start + 1
+                if n > MAX_FUNCTION_LINES and not _function_reason(lines, node):
+                    out.append(f"{module}.{node.name} (line {node.lineno}): {n} lines")
+    return out
+
+
+def test_sizes():
+    """No module over ~600 lines and no function over ~80 without a written reason: a line
+    ``# size: <reason>`` at the module's top (after the docstring, above the imports), or
+    just above the function or in its head (signature, docstring, first line of code)."""
+    bad = size_offenders()
+    assert not bad, ("split these, or say why they are one piece with a '# size: <reason>' line:\n"
+                     + "\n".join(bad))
+
+
+def test_size_reasons_are_found():
+    """The reason lines test_sizes accepts: in a module's header, above a function, in its head."""
+    src = '"""Doc."""\n# size: one table\nimport x\n\n\n# size: one loop\ndef f():\n    """Doc."""\n    return 1\n\n\n' \
+          'def g():\n    """Doc."""\n    # size: a state machine\n    return 2\n\n\ndef h():\n    return 3\n'
+    lines, tree = src.splitlines(), ast.parse(src)
+    assert _module_reason(lines, tree)
+    f, g, h = (n for n in tree.body if isinstance(n, ast.FunctionDef))
+    assert _function_reason(lines, f) and _function_reason(lines, g) and not _function_reason(lines, h)
+    assert not _module_reason(lines[2:], ast.parse("\n".join(lines[2:])))

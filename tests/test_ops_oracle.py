@@ -25,9 +25,8 @@ from gmpy2 import mpfr, mpq
 
 import floatfmt as ff
 from floatfmt.codec import codes_to_values
-from tests.oracles import mpfr as M
+from conftest import DET_MODES as MODES, mpfr as M, same as _same
 
-MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
 FORMATS = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp6_e2m3", "fp6_e3m2",
            "fp4_e2m1")
 OPS = ("add", "sub", "mul", "div", "sqrt", "fma")
@@ -221,11 +220,6 @@ def _drop_invalid_for_no_nan(op, f, args):
         else:
             keep = np.ones(args[0].shape, bool)
     return tuple(a[keep] for a in args)
-
-
-def _same(a, b):
-    """Elementwise: equal values with equal signs of zero, or both NaN."""
-    return (np.isnan(a) & np.isnan(b)) | ((a == b) & (np.signbit(a) == np.signbit(b)))
 
 
 def _run(op, fmt, args, mode):

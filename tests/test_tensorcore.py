@@ -11,6 +11,7 @@ import pytest
 
 import floatfmt as ff
 from floatfmt.tensorcore import get_model, tensorcore_models
+from conftest import same as _same
 from tests.oracles import tensorcore_slow as slow
 
 PRESETS = tensorcore_models()
@@ -31,11 +32,6 @@ def _gemm_probe(a, b, name, **kw):
 
 def _bits(x):
     return np.float64(x).view(np.int64)
-
-
-def _same(x, y):
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    return (np.isnan(x) & np.isnan(y)) | ((x == y) & (np.signbit(x) == np.signbit(y)))
 
 
 def _split(v):

@@ -22,9 +22,10 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
+from conftest import ALL_MODES
 
 ORDERS = ("sequential", "pairwise", "kahan", "blocked", "exact")
-MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic")
+MODES = ALL_MODES
 ALPHABET = (0.0, -0.0, 1.0, -1.0, 0.5, -0.5)
 
 

@@ -108,7 +108,7 @@ def _value_or_code(a, fmt, expected: Fraction):
     if code is not None:
         if not 0 <= code < (1 << f.bits):
             raise _Wrong(f"{a!r} is not a {f.bits}-bit {f.name} code.")
-        v = decode(code, f)
+        v = float(decode(code, f))  # one code: a float
         if not math.isfinite(v):
             raise _Wrong(f"Code {a!r} is not a finite {f.name} value.")
         return Fraction(v), f"read {a!r} as the {f.name} code {hex_code(code, f)} = {v!r}"

@@ -280,8 +280,8 @@ def grade_notebook(path, student, *, timeout=60, expected=None) -> list[Score]:
             row(ex, False, "answer not recorded: " + (error or "the answer cell did not run"))
         elif isinstance(answers[ex], Exception):
             row(ex, False, f"answer could not be read: {answers[ex]}")
-        elif answers[ex] is None and (own_error.get(ex) or error):
-            row(ex, False, "no answer: " + (own_error.get(ex) or error))
+        elif answers[ex] is None and (reason := own_error.get(ex) or error):
+            row(ex, False, "no answer: " + reason)
         else:
             try:
                 r = check(ex, answers[ex], student=student, quiet=True)
@@ -289,9 +289,9 @@ def grade_notebook(path, student, *, timeout=60, expected=None) -> list[Score]:
             except (ValueError, TypeError) as err:
                 row(ex, False, f"answer could not be checked: {err}")
     if error and rows:
-        for r in rows:
-            if r.passed:
-                r.message += f" (the notebook also raised {error})"
+        for score in rows:
+            if score.passed:
+                score.message += f" (the notebook also raised {error})"
     return rows
 
 

@@ -6,12 +6,13 @@ themselves from ``_builtin`` and ``_more``.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+
+from .._names import unknown_name
 
 __all__ = ["check", "exercises", "exercise", "variant", "register", "Exercise", "Wrong",
            "CheckResult"]
@@ -108,9 +109,7 @@ def exercise(exercise_id: str) -> Exercise:
         raise TypeError(f"exercise_id must be a string, not {type(exercise_id).__name__}")
     ex = _REGISTRY.get(exercise_id)
     if ex is None:
-        close = difflib.get_close_matches(exercise_id, list(_REGISTRY), n=3, cutoff=0.4)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise ValueError(f"unknown exercise {exercise_id!r}.{hint} Known: {', '.join(_REGISTRY)}.")
+        raise unknown_name("exercise", exercise_id, _REGISTRY, listed_as="Known")
     return ex
 
 

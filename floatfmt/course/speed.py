@@ -34,6 +34,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .._names import unknown_name
+
 __all__ = ["GPU", "GPUS", "GemmTime", "gemm_time", "speed_sources", "alignment"]
 
 
@@ -62,7 +64,7 @@ def alignment(fmt: str) -> int:
     """Elements per 16 bytes: the multiple every GEMM dimension needs for the
     tensor-core path (8 for FP16/BF16, 16 for FP8, 4 for TF32)."""
     if fmt not in _BYTES:
-        raise ValueError(f"unknown format {fmt!r}; valid: {', '.join(_BYTES)}")
+        raise unknown_name("format", fmt, _BYTES)
     return 16 // _BYTES[fmt]
 
 
@@ -89,7 +91,7 @@ def gemm_time(M: int, N: int, K: int, fmt: str = "bf16", gpu: str = "a100") -> G
     result is the launch overhead plus the larger of the two.
     """
     if gpu not in GPUS:
-        raise ValueError(f"unknown gpu {gpu!r}; valid: {', '.join(GPUS)}")
+        raise unknown_name("gpu", gpu, GPUS)
     g = GPUS[gpu]
     if min(M, N, K) < 1:
         raise ValueError("M, N and K must be positive")

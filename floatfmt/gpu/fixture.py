@@ -162,7 +162,7 @@ def read_expected(path) -> list[Expected]:
     >>> e.covers("cast.fp32-fp16.cpu", "0x7FC00000"), e.reason
     (True, 'NaN payloads differ')
     """
-    out = []
+    out: list[Expected] = []
     p = Path(path)
     if not p.exists():
         return out

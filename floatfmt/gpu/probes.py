@@ -249,40 +249,70 @@ def gemm_probes(fmt, k: int, block: int | None = None) -> list[Probe]:
     """
     fmt = get_format(fmt)
     block = block or DEFAULT_BLOCKS.get(fmt.name, 16)
-    probes: list[Probe] = []
+    probes = _ProbeList(fmt, k)
+    _precision_probes(probes)
+    _final_probes(probes)
+    probes.extend(_block_probes(fmt, k, block))
+    _special_probes(probes)
+    return list(probes)
 
-    def add(name, kind, param, products, start=0, note="", fill=None, **meta):
-        terms = _pair_terms(fmt, products, start)
-        if terms is None or max(t[0] for t in terms) >= k:
+
+class _ProbeList(list):
+    """Probes of one format and length; ``add`` leaves out those ``fmt`` cannot hold."""
+
+    def __init__(self, fmt: Format, k: int):
+        super().__init__()
+        self.fmt, self.k = fmt, k
+
+    def add(self, name: str, kind: str, param: int, products: list[float], start: int = 0, note: str = "",
+            fill: tuple[float, float] | None = None, **meta: object) -> None:
+        terms = _pair_terms(self.fmt, products, start)
+        if terms is None or max(t[0] for t in terms) >= self.k:
             return
         fa, fb = fill if fill is not None else (0.0, 0.0)
-        a, b = _vectors(k, terms, fa, fb)
-        probes.append(Probe(name, kind, param, a, b, note, dict(meta)))
+        a, b = _vectors(self.k, terms, fa, fb)
+        self.append(Probe(name, kind, param, a, b, note, dict(meta)))
 
-    big = 2.0 ** 14
+
+_BIG = 2.0 ** 14  # the large product pair of the precision, rounding and block probes
+
+
+def _precision_probes(probes: _ProbeList) -> None:
+    """precision d and rounding d (both signs), d = 8..28."""
+    big = _BIG
     for d in range(8, 29):
-        add(f"precision_d{d}", "precision", d, [big, -big, 2.0 ** (14 - d)],
-            note=f"small term 2^{14 - d} survives iff d <= F")
+        probes.add(f"precision_d{d}", "precision", d, [big, -big, 2.0 ** (14 - d)],
+                   note=f"small term 2^{14 - d} survives iff d <= F")
     for d in range(8, 29):
-        add(f"rounding_d{d}", "rounding", d, [big, -big, 1.5 * 2.0 ** (14 - d)],
-            note="truncation keeps 2^(14-d) at d = F")
-        add(f"rounding_neg_d{d}", "rounding", -d, [big, -big, -1.5 * 2.0 ** (14 - d)],
-            note="negative small term: truncation goes toward zero")
+        probes.add(f"rounding_d{d}", "rounding", d, [big, -big, 1.5 * 2.0 ** (14 - d)],
+                   note="truncation keeps 2^(14-d) at d = F")
+        probes.add(f"rounding_neg_d{d}", "rounding", -d, [big, -big, -1.5 * 2.0 ** (14 - d)],
+                   note="negative small term: truncation goes toward zero")
+
+
+def _final_probes(probes: _ProbeList) -> None:
+    """final P (23, 13) and its negation, at the smallest scale whose factors exist."""
     for p_out in (23, 13):
         for scale in range(1, 12):  # smallest scale s = 2**scale at which the factors exist
             s = 2.0 ** scale
             prods = [s, 0.75 * s * 2.0 ** -p_out]
-            if _pair_terms(fmt, prods) is not None:
-                add(f"final_p{p_out}", "final", p_out, prods, note="RZ keeps 2^s, RN adds one ulp",
-                    scale=s)
-                add(f"final_neg_p{p_out}", "final", -p_out, [-v for v in prods],
-                    note="negated: RZ gives -2^s", scale=s)
+            if _pair_terms(probes.fmt, prods) is not None:
+                probes.add(f"final_p{p_out}", "final", p_out, prods, note="RZ keeps 2^s, RN adds one ulp",
+                           scale=s)
+                probes.add(f"final_neg_p{p_out}", "final", -p_out, [-v for v in prods],
+                           note="negated: RZ gives -2^s", scale=s)
                 break
+
+
+def _block_probes(fmt: Format, k: int, block: int) -> list[Probe]:
+    """block p0 for p0 = 0 and the block start nearest k/2: the big pair at p0, p0 + 1,
+    every other product 2**-18."""
+    out = []
     tiny = 2.0 ** -18
     for p0 in sorted({0, (k // 2) - ((k // 2) % block)}):
         if p0 + 1 >= k:
             continue
-        terms = _pair_terms(fmt, [big, -big], p0)
+        terms = _pair_terms(fmt, [_BIG, -_BIG], p0)
         small = split_product(tiny, fmt)
         if terms is None or small is None:
             continue
@@ -290,26 +320,31 @@ def gemm_probes(fmt, k: int, block: int | None = None) -> list[Probe]:
         b = np.full(k, small[1])
         for pos, (x, y) in terms:
             a[pos], b[pos] = x, y
-        probes.append(Probe(f"block_p{p0}", "block", p0, a, b,
-                            "result / 2^-18 counts the small terms not fused with the big pair",
-                            {"small": tiny, "block": block}))
-    # Specials.
-    add("nan", "special", 0, [np.nan, 1.0])
+        out.append(Probe(f"block_p{p0}", "block", p0, a, b,
+                         "result / 2^-18 counts the small terms not fused with the big pair",
+                         {"small": tiny, "block": block}))
+    return out
+
+
+def _special_probes(probes: _ProbeList) -> None:
+    """NaN, Inf, Inf - Inf, all -0, subnormal inputs and outputs, products beyond the
+    fp32 range, fp16 output overflow."""
+    fmt, k = probes.fmt, probes.k
+    probes.add("nan", "special", 0, [np.nan, 1.0])
     if fmt.inf:
-        add("inf", "special", 0, [np.inf, 1.0])
-        add("inf_minus_inf", "special", 0, [np.inf, -np.inf])
+        probes.add("inf", "special", 0, [np.inf, 1.0])
+        probes.add("inf_minus_inf", "special", 0, [np.inf, -np.inf])
     one = np.ones(k)
     probes.append(Probe("all_neg_zero", "special", 0, np.full(k, -0.0), one.copy(),
                         "every product is -0: the model gives +0"))
     sub = fmt.smallest_subnormal
-    add("subnormal_inputs", "special", 0, [sub, 3 * sub] if fmt.subnormals else [sub, sub])
+    probes.add("subnormal_inputs", "special", 0, [sub, 3 * sub] if fmt.subnormals else [sub, sub])
     if fmt.name in ("bf16", "tf32"):
-        add("subnormal_output", "special", 0, [2.0 ** -140, 2.0 ** -141])
-        add("beyond_fp32_cancelled", "special", 0, [2.0 ** 200, -(2.0 ** 200), 1.0],
-            note="products past the fp32 range, exactly cancelled")
-        add("beyond_fp32", "special", 0, [2.0 ** 200, 2.0 ** 200])
-    add("out_overflow_fp16", "special", 0, [2.0 ** 16, 2.0 ** 16], note="2^17 overflows fp16 output")
-    return probes
+        probes.add("subnormal_output", "special", 0, [2.0 ** -140, 2.0 ** -141])
+        probes.add("beyond_fp32_cancelled", "special", 0, [2.0 ** 200, -(2.0 ** 200), 1.0],
+                   note="products past the fp32 range, exactly cancelled")
+        probes.add("beyond_fp32", "special", 0, [2.0 ** 200, 2.0 ** 200])
+    probes.add("out_overflow_fp16", "special", 0, [2.0 ** 16, 2.0 ** 16], note="2^17 overflows fp16 output")
 
 
 def promotion_probes(fmt, k: int, positions) -> list[Probe]:

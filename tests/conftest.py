@@ -1,0 +1,76 @@
+"""Shared test helpers and hypothesis strategies.
+
+Test modules import what they need by name (``from conftest import same``): pytest puts
+``tests/`` on ``sys.path`` and loads this file once as the module ``conftest``.
+
+Comparisons (the one rule every oracle test uses: equal values with equal signs of zero,
+or NaN on both sides; NaN payloads and signs are not compared)
+    same(a, b)         elementwise mask (arrays or scalars, as float64)
+    all_same(a, b)     True when ``same`` holds everywhere
+    same_value(a, b)   the same rule for two Python floats
+References
+    mpfr               the MPFR oracle (``oracles/mpfr.py``, through gmpy2)
+    FLOAT_DTYPES       floatfmt name -> the ml_dtypes / numpy float dtype with that value set
+    INT_DTYPES         the same for integer formats
+    REFERENCE_FLOAT_DTYPES   FLOAT_DTYPES with fp64 and fp32
+    REFERENCE_DTYPES   REFERENCE_FLOAT_DTYPES and INT_DTYPES
+Mode lists
+    DET_MODES          the six deterministic rounding modes (as the oracle's ``mpfr.MODES``)
+    ALL_MODES          those and ``stochastic``
+Strategies (hypothesis)
+    finite_floats, any_floats   Python floats without / with NaN and Inf
+    format_names(names), det_modes
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from oracles.compare import mismatches
+from oracles.reference_dtypes import FLOAT_DTYPES, INT_DTYPES
+
+try:
+    from oracles import mpfr
+except ImportError:  # gmpy2 missing: only the modules that use the oracle fail, as before
+    mpfr = None
+
+__all__ = ["same", "all_same", "same_value", "mpfr", "FLOAT_DTYPES", "INT_DTYPES", "REFERENCE_FLOAT_DTYPES", "REFERENCE_DTYPES",
+           "DET_MODES", "ALL_MODES", "finite_floats", "any_floats", "format_names", "det_modes"]
+
+REFERENCE_FLOAT_DTYPES = {"fp64": np.float64, "fp32": np.float32, **FLOAT_DTYPES}
+REFERENCE_DTYPES = {**REFERENCE_FLOAT_DTYPES, **INT_DTYPES}
+DET_MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
+ALL_MODES = (*DET_MODES, "stochastic")
+
+
+def same(a, b) -> np.ndarray:
+    """Elementwise: equal values with equal signs of zero, or both NaN."""
+    return ~mismatches(a, b)
+
+
+def all_same(a, b) -> bool:
+    """``same`` everywhere (shapes broadcast as numpy does)."""
+    return bool(np.all(same(a, b)))
+
+
+def same_value(a: float, b: float) -> bool:
+    """``same`` for two Python floats."""
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+try:
+    from hypothesis import strategies as st
+except ImportError:  # hypothesis missing: the property tests that need it fail, as before
+    pass
+else:
+    finite_floats = st.floats(allow_nan=False, allow_infinity=False)
+    any_floats = st.floats(allow_nan=True, allow_infinity=True)
+    det_modes = st.sampled_from(DET_MODES)
+
+    def format_names(names) -> st.SearchStrategy:
+        """One of the given format names."""
+        return st.sampled_from(list(names))
