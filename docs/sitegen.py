@@ -72,8 +72,9 @@ _GROUPS = [
                                             "master_weights_demo"]),
     ("Threads", ["get_num_threads", "set_num_threads", "limit_threads"]),
 ]
-_EXTRA = [("Teaching helpers (modules)", ["floatfmt.explain.explain_block", "floatfmt.explorer.write_explorer",
-                                          "floatfmt.explorer.explorer_data"])]
+_EXTRA = [("Teaching helpers (modules)", ["floatfmt.block_explanation.explain_block", "floatfmt.explorer.write_explorer",
+                                          "floatfmt.explorer.explorer_data",
+                                          "floatfmt.explorer_widget.explorer"])]
 
 
 def api_page() -> str:

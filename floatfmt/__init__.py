@@ -23,11 +23,7 @@ from .fpflags import FlagCounts, flags
 from .rounding import MODES, OVERFLOWS
 from .threads import get_num_threads, limit_threads, set_num_threads
 
-# Bound eagerly (not lazily): the function shares its module's name, and a lazy
-# binding would be replaced by the module object on `import floatfmt.explain`.
-from .explain import compare, explain  # noqa: E402  (light: numpy only)
-
-from ._version import __version__ as __version__  # noqa: E402
+from ._version import __version__ as __version__
 
 # name -> module, loaded on first attribute access (keeps `import floatfmt` fast).
 _LAZY = {
@@ -46,6 +42,8 @@ _LAZY = {
     # block-scaled FP8 GEMM recipes (DeepSeek-V3)
     "recipe_matmul": "recipes", "BlockFP8Recipe": "recipes",
     "block_scaled_matmul": "recipes",
+    # teaching: explanations and format tables
+    "explain": "explaining", "compare": "comparison",
 }
 
 __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from . import codec, exact
 from ._cast import cast
-from .explain import exact_decimal
+from .numtext import exact_decimal
 from ._block_formats import block_formats, get_block_format
 from ._formats import formats, get_format, hex_code
 from ._info import info

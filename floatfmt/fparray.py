@@ -162,11 +162,11 @@ class FPArray(InFormat):
         return f"FPArray({body}, fmt={self.fmt.name!r}{opts})"
 
     def explain(self, **kwargs):
-        """Bit-level explanation of the values (delegates to ``floatfmt.explain``)."""
-        if importlib.util.find_spec("floatfmt.explain") is None:
-            raise NotImplementedError("FPArray.explain needs floatfmt.explain, which this "
+        """Bit-level explanation of the values (delegates to ``floatfmt.explaining``)."""
+        if importlib.util.find_spec("floatfmt.explaining") is None:
+            raise NotImplementedError("FPArray.explain needs floatfmt.explaining, which this "
                                       "installation does not have yet")
-        mod = importlib.import_module("floatfmt.explain")
+        mod = importlib.import_module("floatfmt.explaining")
         v = float(self._v) if self.ndim == 0 else self._v
         return mod.explain(v, self.fmt, **kwargs)
 

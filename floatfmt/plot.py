@@ -23,7 +23,7 @@ from matplotlib.patches import Rectangle
 from ._cast import cast
 from .codec import ulp, values
 from .course import gradient_sample
-from .explain import pow2_text
+from .numtext import pow2_text
 from ._formats import get_format
 
 __all__ = ["precision_probe", "plot_precision_probe", "plot_bit_layouts", "plot_range_precision", "plot_number_line", "plot_rounding_error",

@@ -12,7 +12,9 @@ import numpy as np
 
 from ._cast import cast
 from .codec import encode, ulp
-from .explain import compare, explain, exact_decimal
+from .comparison import compare
+from .explaining import explain
+from .numtext import exact_decimal
 from ._formats import get_format, hex_code
 
 __all__ = ["run_tour", "DOUBLE_ROUNDING_X"]

@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.explain import Explanation, ExplanationTable, exact_decimal, explain_block
+from floatfmt.block_explanation import explain_block
+from floatfmt.explanation import Explanation
+from floatfmt.explanation_table import ExplanationTable
+from floatfmt.numtext import exact_decimal
 
 # name -> (sign?, ebits, mbits, bias, oracle dtype or None); written out here, not read from floatfmt.
 LAYOUT = {
@@ -343,7 +346,7 @@ def test_compare_default_and_single():
 
 def test_explorer_with_and_without_widgets(monkeypatch):
     import builtins
-    from floatfmt.explain import explorer
+    from floatfmt.explorer_widget import explorer
     pytest.importorskip("ipywidgets")
     box = explorer("fp8_e4m3", 0.3)
     assert type(box).__name__ == "VBox"
@@ -548,8 +551,9 @@ def test_explain_block_colour_errors_and_nan_scale():
 
 # ----------------------------------------------------------------------------- issue 12 wording
 def _html_rows(h):
+    """{label: text} of an explanation's HTML table (the cell's text, without its tags)."""
     import html as _html
-    return {k: _html.unescape(v) for k, v in
+    return {k: _html.unescape(re.sub(r"<[^>]+>", "", v)) for k, v in
             re.findall(r"<th[^>]*>([^<]*)</th><td[^>]*>(.*?)</td>", h)}
 
 

@@ -296,7 +296,7 @@ def test_mx_block_view_matches_quantize(page, mx, sr, mode, text):
     if int(q.scale_codes[0]) != 0xFF:
         assert [int(c) for c in rows] == [int(c) for c in q.codes]
         # the saturated / flushed notes are explain_block's flags
-        from floatfmt.explain import explain_block
+        from floatfmt.block_explanation import explain_block
         padded = np.array(items + ["0"] * (32 - len(items)), dtype=object)
         b = explain_block(q, 0, x=padded, rounding=mode)
         notes = page.execute_script("return Array.from(document.querySelectorAll('#mx-table tbody tr'))"

@@ -294,7 +294,7 @@ def test_fparray_reductions_and_matmul():
 
 def test_fparray_explain():
     x = ff.scalar(0.1, "bf16")
-    if importlib.util.find_spec("floatfmt.explain") is None:
+    if importlib.util.find_spec("floatfmt.explaining") is None:
         with pytest.raises(NotImplementedError):
             x.explain()
     else:

@@ -15,7 +15,7 @@ import numpy as np
 from .._cast import cast
 from ..codec import decode, encode, next_up, ulp
 from ..exact import parse_string, floor_log2, to_fraction
-from ..explain import pow2_text as _pow2_or_none
+from ..numtext import pow2_text as _pow2_or_none
 from .._formats import get_format, hex_code
 from .registry import Exercise, Wrong, register
 
