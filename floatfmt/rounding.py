@@ -405,6 +405,22 @@ def _round_tensor_observed(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits,
     return r
 
 
+def _remainders(sticky, resid, mode, shape):
+    """The flat remainder class (uint8 or None) and, for stochastic modes, the flat
+    fine remainder (int64 or None) of ``round_values``' ``sticky=`` / ``resid=``."""
+    rf = None
+    if resid is not None:
+        rf = np.broadcast_to(np.asarray(resid, np.int64), shape).reshape(-1)
+        sticky = resid_class(rf)
+        if mode not in STOCHASTIC:
+            rf = None
+    sf = None if sticky is None else np.asarray(sticky, np.uint8).reshape(-1)
+    if mode in STOCHASTIC and sf is not None and rf is None and sf.any():
+        raise ValueError("stochastic rounding of a value that float64 does not hold needs its "
+                         "remainder (resid=), not only its class (sticky=)")
+    return sf, rf
+
+
 def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False,
                  daz_below=None, rng=None, sr_bits=None, sticky=None, resid=None, out=None,
                  sr_random=None):
@@ -466,16 +482,7 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
     shape = x.shape
     xf = x.reshape(-1)
     draws = None if sr_random is None else _draws(sr_random, mode, sr_bits, shape)
-    rf = None
-    if resid is not None:
-        rf = np.broadcast_to(np.asarray(resid, np.int64), shape).reshape(-1)
-        sticky = resid_class(rf)
-        if mode not in STOCHASTIC:
-            rf = None
-    sf = None if sticky is None else np.asarray(sticky, np.uint8).reshape(-1)
-    if mode in STOCHASTIC and sf is not None and rf is None and sf.any():
-        raise ValueError("stochastic rounding of a value that float64 does not hold needs its "
-                         "remainder (resid=), not only its class (sticky=)")
+    sf, rf = _remainders(sticky, resid, mode, shape)
     res = np.empty(xf.shape, np.float64) if out is None else out.reshape(-1)
     observer = OBSERVER.get()
     if observer is not None and out is not None:

@@ -32,23 +32,15 @@ def _section(out, n, title):
     out(f"\n{n}. {title}\n" + "-" * (len(title) + 4))
 
 
-def run_tour(figures_out=None, file=None) -> None:
-    """Print the tour to ``file`` (default stdout); with ``figures_out`` also
-    write the figures there (``floatfmt tour --figures``)."""
-    stream = file or sys.stdout
-
-    def out(s=""):
-        print(s, file=stream)
-
-    out("floatfmt tour: what deep-learning number formats do to your numbers")
-    out("Every number below is computed now, by rounding exactly once from the exact input.")
-
+def _formats_part(out) -> None:
     _section(out, 1, "The formats: the exponent buys range, the mantissa buys precision")
     out(compare(["fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "int8"]).text())
     b, h = get_format("bf16"), get_format("fp16")
     out(f"\nbf16 has fp32's 8 exponent bits (max {b.max:.3g}) but only {b.mbits} mantissa bits; "
         f"fp16 has {h.mbits} mantissa bits but tops out at {h.max:g}.")
 
+
+def _point_one_part(out) -> None:
     _section(out, 2, "0.1 is not 0.1 in any of them")
     out(f"{'format':<10} {'stored value of 0.1':<34} {'code':<11} {'relative error':>14}")
     for name in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "int8"):
@@ -60,6 +52,8 @@ def run_tour(figures_out=None, file=None) -> None:
     out("\nThe whole story of one value, bit by bit (ff.explain):\n")
     out(explain(0.1, "bf16").text())
 
+
+def _update_part(out) -> None:
     _section(out, 3, "The vanishing update: weight 1.0 plus lr*grad = 0.0001")
     for name in ("fp16", "bf16", "fp32"):
         u = cast(1e-4, name)
@@ -70,6 +64,8 @@ def run_tour(figures_out=None, file=None) -> None:
             f"{gap / 2:.3g} > 0.0001? {'yes' if gap / 2 > 1e-4 else 'no'}: {lost}")
     out("So mixed-precision training keeps an fp32 master copy of the weights and applies updates there.")
 
+
+def _overflow_part(out) -> None:
     _section(out, 4, "Overflow: 70000 in fp16 and in bf16")
     for name in ("fp16", "bf16"):
         v = cast(70000, name)
@@ -78,7 +74,10 @@ def run_tour(figures_out=None, file=None) -> None:
         out(f"{name:<5} 70000 -> {v!r:<8} {extra}")
     out("bf16 is coarse but never overflows where fp32 would not; fp16 turns large activations into Inf.")
 
+
+def _underflow_part(out) -> None:
     _section(out, 5, "Underflow: a gradient of 1e-7 in fp16, and loss scaling")
+    h = get_format("fp16")
     g = 1e-7
     scale = 2.0 ** 16
     g16 = cast(g, "fp16")
@@ -94,6 +93,8 @@ def run_tour(figures_out=None, file=None) -> None:
         f"{_pct(abs(gs - g * scale) / (g * scale))}); unscaled in fp32: {back!r}")
     out(f"bf16 needs no scaling: 1e-7 in bf16 -> {cast(g, 'bf16')!r} ({explain(g, 'bf16').cls})")
 
+
+def _e4m3_edge_part(out) -> None:
     _section(out, 6, "fp8_e4m3 at its edge: 448, 464, 480 under each overflow policy")
     out(f"{'x':>5}  {'default (nan)':>14}  {'saturate':>9}  {'inf':>14}")
     out(f"{'':>5}  {'':>14}  {'':>9}  {'(no Inf code)':>14}")
@@ -111,6 +112,8 @@ def run_tour(figures_out=None, file=None) -> None:
         f"{cast(465, 'fp8_e4m3')!r} by default and {cast(465, 'fp8_e4m3', overflow='saturate')!r} when "
         "saturating (what PTX cvt .satfinite and recent PyTorch do).")
 
+
+def _double_rounding_part(out) -> None:
     _section(out, 7, "Double rounding: the float64 -> bf16 case ml_dtypes gets wrong")
     xd = DOUBLE_ROUNDING_X  # (x, the loop variable above, is an int)
     right = cast(xd, "bf16")
@@ -129,6 +132,22 @@ def run_tour(figures_out=None, file=None) -> None:
         f"{tie.lower!r} and {tie.upper!r} (tie={tie.tie}), so ties-to-even picks {cast(x32, 'bf16')!r}; "
         f"x itself is {'below' if abs(xd) < abs(x32) else 'above'} that midpoint in magnitude, "
         f"so the right answer is {right!r}.")
+
+
+def run_tour(figures_out=None, file=None) -> None:
+    """Print the tour to ``file`` (default stdout); with ``figures_out`` also
+    write the figures there (``floatfmt tour --figures``)."""
+    stream = file or sys.stdout
+
+    def out(s=""):
+        print(s, file=stream)
+
+    out("floatfmt tour: what deep-learning number formats do to your numbers")
+    out("Every number below is computed now, by rounding exactly once from the exact input.")
+
+    for part in (_formats_part, _point_one_part, _update_part, _overflow_part,
+                 _underflow_part, _e4m3_edge_part, _double_rounding_part):
+        part(out)
 
     out("\nNext: ff.explain(x, fmt) for any value and format; `floatfmt figures` for the pictures;")
     out("the lessons and assignments in notebooks/.")
