@@ -400,7 +400,8 @@ def _round_tensor_observed(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits,
     """``round_values`` on a tensor, reported to the flags observer when one is set."""
     r = _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
     observer = OBSERVER.get()
-    if observer is not None:
+    # CPU tensors in deterministic modes went through the numpy routine, which reported
+    if observer is not None and (mode in STOCHASTIC or not host_kernels(x)):
         observer(x, fmt, mode, resolve_overflow(overflow, fmt), ftz, daz_below, sticky, r)
     return r
 

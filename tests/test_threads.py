@@ -16,6 +16,7 @@ import pytest
 
 import floatfmt as ff
 from floatfmt import accumulate, codec, ops, rounding, tensorcore, threads
+from floatfmt.rounding import STOCHASTIC
 
 COUNTS = (1, 2, 3)
 
@@ -175,7 +176,9 @@ def test_cast_same_bits(fmt, small_blocks):
     for mode in ff.MODES:
         for ov in policies:
             kw = {"rng": 7} if mode == "stochastic" else {}
-            if fmt == "fp64" and mode == "stochastic":
+            if mode in STOCHASTIC[1:]:  # P3109's variants draw sr_bits = N random bits
+                kw = {"rng": 7, "sr_bits": 8}
+            if fmt == "fp64" and mode in STOCHASTIC:
                 continue
 
             def run():
@@ -192,10 +195,10 @@ def test_cast_with_remainder_same_bits(small_blocks):
     big = (rng.integers(2 ** 55, 2 ** 62, 20_000) | 1) * rng.choice([-1, 1], 20_000)
     for fmt in ("bf16", "fp32", "fp64"):
         for mode in ff.MODES:
-            kw = {"rng": np.random.default_rng(5)} if mode == "stochastic" else {}
+            extra = {"sr_bits": 8} if mode in STOCHASTIC[1:] else {}  # P3109 variants: N bits
             assert_same_for_every_count(
-                lambda: ff.cast(big, fmt, mode, **{k: np.random.default_rng(5)
-                                                    for k in kw}), (fmt, mode))
+                lambda: ff.cast(big, fmt, mode, **({"rng": np.random.default_rng(5), **extra}
+                                                   if mode in STOCHASTIC else {})), (fmt, mode))
 
 
 def test_codec_paths_same_bits(small_blocks):

@@ -61,6 +61,6 @@ def section_names() -> list[str]:
     """The ``--sections`` names in run order.
 
     >>> section_names()
-    ['casts', 'tf32', 'probes', 'random', 'sweep', 'torch']
+    ['casts', 'tf32', 'probes', 'random', 'blockscaled', 'sweep', 'torch']
     """
     return [s.name for s in sections()]

@@ -216,7 +216,7 @@ class _Run:
             "sum": lambda p, q: acc_sum(p, "bf16", acc_fmt="fp32"),
         }
         for preset, m in sorted(tensorcore_models().items()):
-            if m.fmt != "int8":
+            if m.fmt != "int8" and m.algorithm not in ("st_fdpa", "gst_fdpa"):  # block-scaled: own section
                 calls[f"matmul.{preset}"] = _preset_matmul(preset, m.fmt)
         calls["quantize.mxfp8"] = lambda p, q: dequantize(quantize(p, "mxfp8"))
         for name, call in calls.items():
