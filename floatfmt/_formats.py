@@ -377,12 +377,12 @@ _DOMAIN = {"e": True, "f": False}
 
 
 def p3109(k: int, p: int, signed: bool = True, extended: bool = True) -> Format:
-    """The IEEE P3109 format Binary{k}p{p}{s|u}{e|f} (P3109 v4.0, sections 3.1-3.2, 4.7).
+    """The IEEE P3109 format ``Binary{k}p{p}{s|u}{e|f}`` (P3109 v4.0, sections 3.1-3.2, 4.7).
 
     Bitwidth ``k`` > 2, precision ``p`` (1 <= p < k signed, 1 <= p <= k unsigned),
     exponent bias 2**(k-p-1) (signed) or 2**(k-p) (unsigned), subnormals, one NaN,
     no -0; ``extended`` adds +-Inf.  Codes (section 4.7.2): signed NaN 2**(k-1),
-    +Inf 2**(k-1)-1, -Inf 2**k-1, negatives 2**(k-1) + the code of |x|; unsigned
+    +Inf 2**(k-1)-1, -Inf 2**k-1, negatives 2**(k-1) + the code of ``|x|``; unsigned
     NaN 2**k-1, +Inf 2**k-2.  floatfmt holds values in float64, so the exponent
     field (k-p signed, k-p+1 unsigned) can have at most 11 bits and p at most 53.
 
