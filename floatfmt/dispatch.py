@@ -76,7 +76,7 @@ import numpy as np
 
 from ._xp import is_tensor, namespace
 
-__all__ = ["tensor_entry", "tensor_method", "fields_device", "STE_SOURCE",
+__all__ = ["tensor_entry", "tensor_method", "fields_device", "STE_SOURCE", "STE_MASK",
            "host_kernels", "force_namespace", "to_host", "from_host",
            "check_tensors", "host_kernels_device", "ENV_VAR", "DEVICES"]
 
@@ -246,11 +246,21 @@ def tensor_method(obj: Any, name: str, *args: Any) -> Any:
         r = r.to(dtypes[0])
     src = getattr(obj, STE_SOURCE, None)
     if src is not None and is_tensor(r) and r.is_floating_point():
-        r = namespace(src).straight_through(src, r)
+        r = namespace(src).straight_through(src, r, getattr(obj, STE_MASK, None))
     return r
 
 
 STE_SOURCE = "_ste_source"
+#: With ``ste="clipped"``: the bool tensor of where the gradient passes (``_inside``).
+STE_MASK = "_ste_mask"
+
+
+def _inside(host_result: Any, src: Any, device: Any) -> Any:
+    """Where ``src`` lies strictly inside the clipping limits of a (host) result that
+    has ``limits()`` (``QuantizedTensor``): the clipped straight-through mask."""
+    lo, hi = host_result.limits()
+    xs = to_host(src)
+    return from_host(np.asarray((xs > lo) & (xs < hi)), device)
 
 
 def _no_device_code(name: str, device: Any) -> NotImplementedError:
@@ -295,13 +305,16 @@ def tensor_entry(name: str, operands: tuple[str, ...],
                 args = tuple(to_host(a) if i in positions else a
                              for i, a in enumerate(args))
                 kwargs = {k: (to_host(v) if k in operands else v) for k, v in kwargs.items()}
-                r = from_host(fn(*args, **kwargs), device)
+                host_r = fn(*args, **kwargs)
+                r = from_host(host_r, device)
                 src = ops[0]
                 if ste and is_tensor(src) and src.requires_grad:
                     if is_tensor(r) and r.is_floating_point():
                         r = namespace(src).straight_through(src, r)
                     elif dataclasses.is_dataclass(r):
                         object.__setattr__(r, STE_SOURCE, src)
+                        if kwargs.get("ste") == "clipped":
+                            object.__setattr__(r, STE_MASK, _inside(host_r, src, device))
                 return r
             if device_impl is None:
                 raise _no_device_code(f"floatfmt.{name}", device)

@@ -64,7 +64,7 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
              narrow_range: bool | None = None, scale_rounding: str = "floor",
              overflow: Overflow = "saturate", tensor_scale: float | None = None,
              rng: RngLike = None, group_size: int | None = None,
-             block: tuple[int, int] | None = None) -> QuantizedTensor:
+             block: tuple[int, int] | None = None, ste: str | None = None) -> QuantizedTensor:
     """Quantise ``x`` to ``fmt`` and return a ``QuantizedTensor`` (``.dequantize()``).
 
     Formats
@@ -112,6 +112,9 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
     ``scale`` or ``scheme`` for MX and NVFP4, ``scale_rounding`` for anything but MX,
     ``tensor_scale`` for anything but NVFP4, ``zero_point`` for floats) raises
     ``ValueError`` unless it is left at its default.
+    ste : tensors that require grad: ``quantize(x).dequantize()`` passes the gradient unchanged
+        (None / ``"identity"``), or with ``"clipped"`` only where ``lo < x < hi``,
+        ``(lo, hi) = q.limits()`` (0 where saturated or clipped).  No effect on arrays.
 
     >>> q = quantize([-1.0, 0.0, 2.0], "uint8", scheme="asymmetric")
     >>> q.codes.tolist(), q.zero_point, q.scale
@@ -125,6 +128,8 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
     >>> q.codes.tolist(), q.scale.shape      # groups [1, -2], [30, 40], [5]
     ([[64, -127, 95, 127, 127]], (1, 3))
     """
+    if ste not in (None, "identity", "clipped"):
+        raise ValueError(f"unknown ste {ste!r}. Valid: 'identity' (the default), 'clipped'")
     return _quantize(x, fmt, False, dict(
         scheme=scheme, granularity=granularity, axis=axis, calibration=calibration,
         percentile=percentile, rounding=rounding, scale=scale, zero_point=zero_point,

@@ -50,7 +50,8 @@ def test_the_table_covers_every_option():
     import inspect
     opts = {k for k, p in inspect.signature(ff.quantize).parameters.items()
             if p.kind is p.KEYWORD_ONLY}
-    assert opts == set(GIVEN) | {"axis", "rounding", "rng"}
+    # ste (the tensor gradient rule) applies to every kind
+    assert opts == set(GIVEN) | {"axis", "rounding", "rng", "ste"}
     assert len(PAIRS) == 33
 
 

@@ -121,3 +121,28 @@ def test_quantize_dequantize_gradient_on_tensors():
     lo, hi = ff.quantize(x.detach().numpy(), "int8", scale=0.01).limits()
     xv = x.detach().numpy()
     assert np.array_equal(x.grad.numpy(), np.where((xv > lo) & (xv < hi), g.numpy(), 0.0))
+
+
+@pytest.mark.parametrize("fmt,opts", [("int8", {"scale": 0.01}),
+                                      ("uint8", {"scheme": "asymmetric", "scale": 0.02, "zero_point": 10}),
+                                      ("fp8_e4m3", {"scale": 0.005}),
+                                      ("int8", {"granularity": "channel", "axis": 0, "calibration": "percentile",
+                                                "percentile": 90.0}),
+                                      ("mxfp8_e4m3", {}), ("nvfp4", {})])
+def test_quantize_dequantize_clipped_gradient_every_kind(fmt, opts):
+    """ste="clipped": the gradient passes exactly where lo < x < hi for the limits of the
+    numpy path's QuantizedTensor (saturated / clipped values get 0); identity elsewhere."""
+    xv = np.linspace(-6, 6, 4 * 64).reshape(4, 64) * np.exp2(np.arange(4))[:, None]
+    gv = np.arange(xv.size, dtype=np.float64).reshape(xv.shape) + 1
+    lo, hi = ff.quantize(xv, fmt, **opts).limits()
+    inside = (xv > lo) & (xv < hi)
+    for ste, want in ((None, gv), ("clipped", np.where(inside, gv, 0.0))):
+        x = torch.from_numpy(xv.copy()).requires_grad_(True)
+        y = ff.quantize(x, fmt, ste=ste, **opts).dequantize()
+        assert np.array_equal(y.detach().numpy(), ff.quantize(xv, fmt, **opts).dequantize())
+        y.backward(torch.from_numpy(gv))
+        assert np.array_equal(x.grad.numpy(), want), (fmt, ste)
+    if fmt in ("int8", "fp8_e4m3") and "scale" in opts:
+        assert not inside.all()  # the data reaches past the limits: the mask is exercised
+    with pytest.raises(ValueError, match="ste"):
+        ff.quantize(xv, fmt, ste="bogus", **opts)
