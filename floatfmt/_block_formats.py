@@ -200,6 +200,20 @@ def close_block_formats(name: str) -> list[str]:
     return close_matches(_key(name), [*_BLOCK_REGISTRY, *_BLOCK_ALIASES], n=3, cutoff=0.6)
 
 
+def element_format(fmt) -> Format:
+    """``get_format(fmt)`` for a name that is not a block format; an unknown name's
+    ValueError also lists the block formats (and the close ones), since the caller
+    accepts both kinds."""
+    try:
+        return get_format(fmt)
+    except ValueError as err:
+        if not isinstance(fmt, str):
+            raise
+        close = close_block_formats(fmt)
+        hint = f" Close block formats: {', '.join(map(repr, close))}." if close else ""
+        raise ValueError(f"{err} Block formats: {', '.join(block_formats())}.{hint}") from None
+
+
 def unknown_block_format(name: str) -> ValueError:
     """The error for an unknown block-format name: close matches, then every valid name."""
     return unknown_name("block format", name, _BLOCK_REGISTRY, also=_BLOCK_ALIASES, cutoff=0.6,

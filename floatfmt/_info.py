@@ -6,9 +6,9 @@ import math
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, overload
 
-from ._block_formats import (BlockFormat, block_formats, close_block_formats, get_block_format,
+from ._block_formats import (BlockFormat, element_format, get_block_format,
                              is_block_format)
-from ._formats import Format, FormatLike, get_format, hex_code
+from ._formats import Format, FormatLike, hex_code
 
 if TYPE_CHECKING:
     import numpy as np
@@ -172,14 +172,7 @@ def info(fmt: FormatLike | BlockFormat) -> FormatInfo | BlockFormatInfo:
         return _block_info(fmt)
     if isinstance(fmt, str) and is_block_format(fmt):
         return _block_info(get_block_format(fmt))
-    try:
-        f = get_format(fmt)
-    except ValueError as err:
-        if not isinstance(fmt, str):
-            raise
-        close = close_block_formats(fmt)
-        hint = f" Close block formats: {', '.join(map(repr, close))}." if close else ""
-        raise ValueError(f"{err} Block formats: {', '.join(block_formats())}.{hint}") from None
+    f = element_format(fmt)
     if f.kind == "int":
         return FormatInfo(f.name, "int", f.bits, 0, 0, 0, 1.0, f.max, f.min, 1.0, 1.0, None, None,
                           0, 1.0, 0.5, False, (), False, f.signed,

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ._block_formats import (BlockFormat, block_formats, close_block_formats, get_block_format,
+from ._block_formats import (BlockFormat, element_format, get_block_format,
                              is_block_format)
-from ._formats import Format, FormatLike, get_format
+from ._formats import Format, FormatLike
 from ._info import FormatInfo, info
 from .numtext import num_text, pow2_text
 
@@ -42,15 +42,7 @@ class ComparisonTable:
         """The row of a format or block format; an unknown name's ValueError lists both kinds."""
         if is_block_format(name):
             return cls._block_row(get_block_format(name))
-        try:
-            f = get_format(name)
-        except ValueError as err:
-            if not isinstance(name, str):
-                raise
-            close = close_block_formats(name)
-            hint = f" Close block formats: {', '.join(map(repr, close))}." if close else ""
-            raise ValueError(f"{err} Block formats: {', '.join(block_formats())}.{hint}") from None
-        return cls._row(f)
+        return cls._row(element_format(name))
 
     @staticmethod
     def _row(f: Format) -> dict:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ._block_formats import block_formats, close_block_formats, get_block_format, is_block_format
+from ._block_formats import block_formats, element_format, get_block_format, is_block_format
 from ._formats import Format, get_format
 from ._names import unknown_name
 from .codec import values_to_codes
@@ -80,12 +80,7 @@ def resolve_kind(fmt):
         if is_block_format(fmt):
             b = get_block_format(fmt)
             return ("mx" if b.scale == "e8m0" else "nvfp4"), b.name
-        try:
-            f = get_format(fmt)
-        except ValueError as err:
-            close = close_block_formats(fmt)
-            hint = f" Close block formats: {', '.join(map(repr, close))}." if close else ""
-            raise ValueError(f"{err} Block formats: {', '.join(block_formats())}.{hint}") from None
+        f = element_format(fmt)
     else:
         f = get_format(fmt)
     return ("int" if f.kind == "int" else "float"), f
