@@ -226,24 +226,29 @@ def fields_device(obj: Any) -> Any:
     return None
 
 
-def tensor_method(obj: Any, name: str, *args: Any) -> Any:
+def tensor_method(obj: Any, name: str, *args: Any,
+                  device_impl: Callable[..., Any] | None = None) -> Any:
     """``obj.name(*args)`` for a dataclass holding tensors (see ``fields_device``): on a
     CPU device the numpy method runs on a copy of ``obj`` whose fields are views of the
     tensors, and its result comes back as a tensor; a torch dtype among ``args`` is
-    applied to the float64 result.  The result carries the straight-through gradient of
-    the tensor ``obj`` was made from (``STE_SOURCE``), when that one requires grad.
-    Other devices: NotImplementedError."""
+    applied to the float64 result.  Other devices (or CPU under ``force_namespace``)
+    call ``device_impl(obj, *args)``, or raise NotImplementedError without one.  The
+    result carries the straight-through gradient of the tensor ``obj`` was made from
+    (``STE_SOURCE``), when that one requires grad."""
     device = fields_device(obj)
     cls = type(obj).__name__
     if not host_kernels_device(device):
-        raise _no_device_code(f"{cls}.{name}", device)
-    torch = _torch()
-    dtypes = [a for a in args if isinstance(a, torch.dtype)]
-    args = tuple(np.float64 if isinstance(a, torch.dtype) else a for a in args)
-    host = _map_fields(obj, to_host)
-    r = from_host(getattr(host, name)(*args), device)
-    if dtypes and is_tensor(r):
-        r = r.to(dtypes[0])
+        if device_impl is None:
+            raise _no_device_code(f"{cls}.{name}", device)
+        r = device_impl(obj, *args)
+    else:
+        torch = _torch()
+        dtypes = [a for a in args if isinstance(a, torch.dtype)]
+        args = tuple(np.float64 if isinstance(a, torch.dtype) else a for a in args)
+        host = _map_fields(obj, to_host)
+        r = from_host(getattr(host, name)(*args), device)
+        if dtypes and is_tensor(r):
+            r = r.to(dtypes[0])
     src = getattr(obj, STE_SOURCE, None)
     if src is not None and is_tensor(r) and r.is_floating_point():
         r = namespace(src).straight_through(src, r, getattr(obj, STE_MASK, None))
@@ -255,10 +260,14 @@ STE_SOURCE = "_ste_source"
 STE_MASK = "_ste_mask"
 
 
-def _inside(host_result: Any, src: Any, device: Any) -> Any:
-    """Where ``src`` lies strictly inside the clipping limits of a (host) result that
-    has ``limits()`` (``QuantizedTensor``): the clipped straight-through mask."""
-    lo, hi = host_result.limits()
+def _inside(result: Any, src: Any, device: Any) -> Any:
+    """Where ``src`` lies strictly inside the clipping limits of a result that has
+    ``limits()`` (``QuantizedTensor``; of numpy arrays on the host path, of tensors on
+    the device path): the clipped straight-through mask, a bool tensor on ``device``."""
+    lo, hi = result.limits()
+    if is_tensor(lo):
+        xs = src.detach()
+        return (xs > lo) & (xs < hi)
     xs = to_host(src)
     return from_host(np.asarray((xs > lo) & (xs < hi)), device)
 
@@ -307,18 +316,20 @@ def tensor_entry(name: str, operands: tuple[str, ...],
                 kwargs = {k: (to_host(v) if k in operands else v) for k, v in kwargs.items()}
                 host_r = fn(*args, **kwargs)
                 r = from_host(host_r, device)
-                src = ops[0]
-                if ste and is_tensor(src) and src.requires_grad:
-                    if is_tensor(r) and r.is_floating_point():
-                        r = namespace(src).straight_through(src, r)
-                    elif dataclasses.is_dataclass(r):
-                        object.__setattr__(r, STE_SOURCE, src)
-                        if kwargs.get("ste") == "clipped":
-                            object.__setattr__(r, STE_MASK, _inside(host_r, src, device))
-                return r
-            if device_impl is None:
+                limits_of = host_r
+            elif device_impl is None:
                 raise _no_device_code(f"floatfmt.{name}", device)
-            return device_impl(*args, **kwargs)
+            else:
+                r = limits_of = device_impl(*args, **kwargs)
+            src = ops[0]
+            if ste and is_tensor(src) and src.requires_grad:
+                if is_tensor(r) and r.is_floating_point():
+                    r = namespace(src).straight_through(src, r)
+                elif dataclasses.is_dataclass(r):
+                    object.__setattr__(r, STE_SOURCE, src)
+                    if kwargs.get("ste") == "clipped":
+                        object.__setattr__(r, STE_MASK, _inside(limits_of, src, device))
+            return r
 
         return cast(F, entry)
     return wrap

@@ -27,6 +27,7 @@ from ._names import unknown_name
 from .codec import values_to_codes
 from .dispatch import fields_device, tensor_method
 from .exact import to_exact
+from .quantized_device import device_codes, device_dequantize, device_limits
 
 __all__ = ["QuantizedTensor", "dequantize"]
 
@@ -178,7 +179,7 @@ class QuantizedTensor:
         int16 / int32 arrays as needed), bit patterns (uint8) for float elements
         and MXINT8 (its two's-complement byte)."""
         if fields_device(self) is not None:
-            return tensor_method(self, "_codes_of")
+            return tensor_method(self, "_codes_of", device_impl=device_codes)
         return self._codes_of()
 
     def _codes_of(self):
@@ -207,9 +208,10 @@ class QuantizedTensor:
 
     def dequantize(self, dtype=np.float64) -> np.ndarray:
         """``(elements - zero_point) * scale`` as ``dtype`` (float64 holds it exactly).
-        Made from a tensor: a tensor on its device (``dispatch.tensor_method``)."""
+        Made from a tensor: a tensor on its device (``dispatch.tensor_method``; other
+        devices than the CPU: ``floatfmt.quantized_device``)."""
         if fields_device(self) is not None:
-            return tensor_method(self, "dequantize", dtype)
+            return tensor_method(self, "dequantize", dtype, device_impl=device_dequantize)
         if self.granularity == "block":
             out = _block_dequantize(self)
         else:
@@ -222,7 +224,10 @@ class QuantizedTensor:
     def limits(self):
         """Clipping thresholds (lo, hi), broadcastable to the input: values beyond them
         saturate, i.e. would round past the largest code if the range went on (the
-        largest code plus half a step, the step of the top binade for floats)."""
+        largest code plus half a step, the step of the top binade for floats).
+        Made from a tensor: tensors on its device."""
+        if fields_device(self) is not None:
+            return tensor_method(self, "limits", device_impl=device_limits)
         s = self._expand(self.scale)
         if self.tensor_scale is not None:
             s = s * self.tensor_scale
