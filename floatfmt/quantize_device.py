@@ -33,10 +33,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ._block_formats import get_block_format
-from ._cast import cast
 from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
+from .blockscale import SCALE_ROUNDINGS, nvfp4_tensor_scale
 from .codec import values_to_codes
 from .groupscale import tiled_layout
 from .quantized import QuantizedTensor, choose, normalize_axis, width
@@ -49,7 +51,6 @@ __all__ = ["device_quantize", "exact_quotient"]
 _FP32 = get_format("fp32")
 _INT53 = Format("int53", kind="int", bits=53)  # round(x / scale) before the clamp (as tensorscale)
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitter
-_SCALE_ROUNDINGS = ("floor", "ceil", "even", "rceil")  # blockscale.SCALE_ROUNDINGS
 
 
 def _no(what: str, device: Any, name: str) -> NotImplementedError:
@@ -235,11 +236,16 @@ def _given_scale(scale: Any, v: Any, ax: Any) -> Any:
     """``tensorscale.given_scale`` on the device (a Python float, or a tensor laid out
     along ``ax``)."""
     t = namespace(v).t
-    s = scale if is_tensor(scale) else t.as_tensor(scale, device=v.device)
-    if s.is_complex() or not (s.is_floating_point() or s.dtype in (
-            t.int8, t.int16, t.int32, t.int64, t.uint8)):
-        raise TypeError("scale must be a number or an array of numbers")
-    s = s.to(device=v.device, dtype=t.float64)
+    if is_tensor(scale):
+        if scale.is_complex() or not (scale.is_floating_point() or scale.dtype in (
+                t.int8, t.int16, t.int32, t.int64, t.uint8)):
+            raise TypeError("scale must be a number or an array of numbers")
+        s = scale.to(dtype=t.float64)
+    else:  # a Python number or list, given on the host
+        a = np.asarray(scale)
+        if a.dtype.kind not in "fiu":
+            raise TypeError("scale must be a number or an array of numbers")
+        s = t.as_tensor(a.astype(np.float64), device=v.device)
     if bool((~(s > 0)).any()) or not bool(t.isfinite(s).all()):
         raise ValueError("scale must be positive and finite")
     s = _layout(s, v, ax)
@@ -315,10 +321,16 @@ def _int(v: Any, p: Any, ax: Any) -> QuantizedTensor:
         default_zp = 0 if (f.signed or not p.symmetric) else 1 << (bits - 1)
         zp_given = o["zero_point"]
         zp = zp_given if zp_given is not None else default_zp
-        zpt = zp if is_tensor(zp) else t.as_tensor(zp, device=v.device)
-        if zpt.is_floating_point() or zpt.is_complex() or zpt.dtype == t.bool:
-            raise TypeError("zero_point must be an integer or an integer array")
-        zpt = _layout(zpt.to(device=v.device, dtype=t.int64), v, ax)
+        if is_tensor(zp):
+            if zp.is_floating_point() or zp.is_complex() or zp.dtype == t.bool:
+                raise TypeError("zero_point must be an integer or an integer array")
+            zpt = zp
+        else:
+            a = np.asarray(zp)
+            if a.dtype.kind not in "iu":
+                raise TypeError("zero_point must be an integer or an integer array")
+            zpt = t.as_tensor(a.astype(np.int64), device=v.device)
+        zpt = _layout(zpt.to(dtype=t.int64), v, ax)
         zp = int(zpt) if zpt.ndim == 0 else zpt
         qmin, qmax = (int(f.min), int(f.max)) if f.signed else (0, (1 << bits) - 1)
         if f.signed and p.symmetric and p.narrow_range and zp_given is None:
@@ -457,7 +469,7 @@ def _mx(v: Any, dtype: Any, p: Any, fake: bool) -> Any:
     xp = namespace(v)
     t = xp.t
     o, name = p.options, p.f
-    sr = choose("scale_rounding", o["scale_rounding"], _SCALE_ROUNDINGS)
+    sr = choose("scale_rounding", o["scale_rounding"], SCALE_ROUNDINGS)
     if v.ndim == 0:
         raise ValueError("MX quantisation needs an array with at least one dimension")
     axis = normalize_axis(-1 if o["axis"] is None else o["axis"], v.ndim, "MX quantisation")
@@ -492,7 +504,7 @@ def _nvfp4(v: Any, p: Any) -> QuantizedTensor:
     t = namespace(v).t
     o = p.options
     bf = get_block_format("nvfp4")
-    elem, bs, sfmt, tfmt = bf.element_format, bf.block_size, bf.scale_format, bf.tensor_scale_format
+    elem, bs, sfmt = bf.element_format, bf.block_size, bf.scale_format
     if v.ndim == 0:
         raise ValueError("NVFP4 quantisation needs an array with at least one dimension")
     axis = normalize_axis(-1 if o["axis"] is None else o["axis"], v.ndim, "NVFP4 quantisation")
@@ -500,16 +512,7 @@ def _nvfp4(v: Any, p: Any) -> QuantizedTensor:
         raise ValueError("NVFP4 has no NaN or Inf encoding; the input holds non-finite values")
     rows, meta = _blocks(v, axis, bs)
     amax_b = rows.abs().amax(dim=1) if rows.shape[0] else rows.new_zeros((0,))
-    if o["tensor_scale"] is None:
-        amax = float(amax_b.max()) if amax_b.numel() else 0.0
-        ts = cast(amax / (elem.max * sfmt.max), tfmt) if amax > 0 else 1.0
-        if ts == 0.0:
-            ts = tfmt.smallest_subnormal
-    else:
-        ts = float(cast(o["tensor_scale"], tfmt))
-        if not ts > 0:
-            raise ValueError(f"tensor_scale must be a positive number, not {o['tensor_scale']!r}")
-    ts = float(ts)
+    ts = nvfp4_tensor_scale(float(amax_b.max()) if amax_b.numel() else 0.0, o["tensor_scale"])
     bscale = _round_quotients(amax_b, _tensor(elem.max * ts, amax_b), sfmt, "nearest_even",
                               "saturate", None)
     denom = bscale * ts  # E4M3 * fp32: exact
