@@ -258,6 +258,7 @@ def nvfp4_tensor_scale(amax: float, tensor_scale: float | None = None) -> float:
     it is not positive and finite (an amax past fp32's max times 2688 included: no
     fp32 tensor scale holds it)."""
     elem, sfmt, tfmt = _NV.element_format, _NV.scale_format, _NV.tensor_scale_format
+    assert tfmt is not None  # NVFP4 has a tensor scale
     if tensor_scale is None:
         ts = float(cast(amax / (elem.max * sfmt.max), tfmt)) if amax > 0 else 1.0
         if ts == 0.0:

@@ -320,7 +320,7 @@ def _int(v: Any, p: Any, ax: Any) -> QuantizedTensor:
         sc = _given_scale(scale, v, ax)
         default_zp = 0 if (f.signed or not p.symmetric) else 1 << (bits - 1)
         zp_given = o["zero_point"]
-        zp = zp_given if zp_given is not None else default_zp
+        zp: Any = zp_given if zp_given is not None else default_zp
         if is_tensor(zp):
             if zp.is_floating_point() or zp.is_complex() or zp.dtype == t.bool:
                 raise TypeError("zero_point must be an integer or an integer array")

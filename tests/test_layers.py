@@ -51,6 +51,8 @@ LAYER_OF_PREFIX = {
     "floatfmt.groupscale": "lab",
     "floatfmt.blockscale": "lab",
     "floatfmt.quantization": "lab",
+    "floatfmt.quantized_device": "lab",
+    "floatfmt.quantize_device": "lab",
     "floatfmt.intgemm": "lab",
     "floatfmt.delayedscale": "lab",
     "floatfmt.lossscale": "lab",
