@@ -31,7 +31,7 @@ def _train(recipe, bias, forced, steps=2):
     fft.emulate(m, recipe)
     opt = torch.optim.SGD(m.parameters(), lr=0.05)
     out = []
-    for step in range(steps):
+    for _ in range(steps):
         x = (torch.randn(6, 16) * 4).requires_grad_(True)
         opt.zero_grad()
         with force_namespace(forced):

@@ -111,17 +111,19 @@ def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
     """``v`` brought into ``fmt`` by ``r.scaling`` (``axis``: the GEMM's reduction axis,
     used by block scaling; ``state``: an ``ff.DelayedScaling`` for ``"delayed"``)."""
     if r.scaling == "none":
-        return Operand(cast(v, fmt, dtype=torch.float64), 1.0, fmt)
+        c: Any = cast(v, fmt, dtype=torch.float64)  # a tensor in, a tensor out
+        return Operand(c, 1.0, fmt)
     if r.scaling == "block":
         q = quantize(v, fmt, axis=axis)
         ts = 1.0 if q.tensor_scale is None else float(q.tensor_scale)
-        d = q.dequantize(torch.float64)
+        d: Any = q.dequantize(torch.float64)
         return Operand(d / ts if ts != 1.0 else d, ts, fmt)  # exact: ts is a factor of d
     if r.scaling == "delayed" and state is not None:
         q = state.quantize(name, v, role)
     else:  # "tensor", or a delayed recipe without state: current amax
         q = quantize(v, fmt)
-    return Operand(q.elements.to(torch.float64), float(q.scale), fmt)
+    e: Any = q.elements  # a tensor (q was made from one)
+    return Operand(e.to(torch.float64), float(q.scale), fmt)
 
 
 def _union_name(a: str, b: str) -> str:
