@@ -23,12 +23,15 @@ The rule, and why:
   rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
   (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``
   and ``sum`` in the sequential and pairwise orders, formats up to fp32,
-  deterministic modes) and ``matmul`` / ``dot`` with a tensor-core ``model``
-  (``floatfmt.tensorcore_device``).  Functions, formats or options that have no
-  device implementation yet (the other ``sum`` orders, ``dot`` / ``matmul``
-  without a model, ``mma``, ``quantize``, ``fake_quant``, fp64 arithmetic) raise
-  ``NotImplementedError`` naming the function and the device, never a silent
-  copy to the host and back.
+  deterministic modes), ``matmul`` / ``dot`` with a tensor-core ``model``
+  (``floatfmt.tensorcore_device``) and ``quantize`` / ``fake_quant`` /
+  ``QuantizedTensor.dequantize`` / ``.codes`` / ``.limits`` for every scheme
+  (``floatfmt.quantize_device``, ``floatfmt.quantized_device``; stochastic rounding
+  for MX only).  Functions, formats or options that have no device implementation
+  yet (the other ``sum`` orders, ``dot`` / ``matmul`` without a model or with the
+  epilogue, ``mma``, fp64 arithmetic, stochastic rounding of the arithmetic and of
+  non-MX quantisation, ``calibration="mse"``) raise ``NotImplementedError`` naming
+  the function and the device, never a silent copy to the host and back.
 * The device code is proven equal to the numpy kernels on CPU tensors: inside
   ``force_namespace()`` (or with the environment variable
   ``FLOATFMT_TORCH_PATH=namespace``) CPU tensors take the namespace code too;
@@ -46,8 +49,9 @@ seed or a numpy Generator, as for numpy arrays); on CUDA it is not implemented.
 
 Autograd: ``cast`` and ``floatfmt.torch.fake_quant`` attach a straight-through
 gradient (see their docstrings); so do ``ff.fake_quant`` and
-``ff.quantize(x).dequantize()`` on tensors (the identity: the gradient of x passes
-unchanged).  The other functions listed above are **not differentiable**: their
+``ff.quantize(x).dequantize()`` on tensors, on every device: the gradient of x passes
+unchanged, or with ``ste="clipped"`` only where x lies inside the
+``QuantizedTensor``'s ``limits()`` (``tensor_entry``'s ``ste``).  The other functions listed above are **not differentiable**: their
 results are new tensors without a graph (``requires_grad`` False), whatever the
 inputs.
 
