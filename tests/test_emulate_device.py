@@ -22,6 +22,8 @@ import floatfmt.torch as fft  # noqa: E402
 from floatfmt.dispatch import force_namespace  # noqa: E402
 from floatfmt.torch.emulation import quantize_operand  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
 
 def _train(recipe, bias, forced, steps=2):
     """Outputs and gradients of a small MLP emulated under ``recipe``, ``steps`` SGD steps."""

@@ -25,11 +25,13 @@ import pytest
 
 import floatfmt as ff
 from floatfmt.dispatch import force_namespace
+from conftest import DET_MODES
 from tests.oracles.compare import mismatches
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
 
-DET_MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd")
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
 INTS = ["int8", "uint8", "int4", "uint4"]
 FLOATS = ["fp8_e4m3", "fp8_e5m2", "fp6_e2m3", "fp6_e3m2", "fp4_e2m1", "bf16", "fp16"]
 
@@ -187,14 +189,6 @@ def run_scheme(fmt, opts, policies=(None,)):
                     n += check(fmt, o, t)
                     calls += 1
     assert calls and n == 0, f"{n} mismatches for {fmt} {opts}"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.mark.parametrize("fmt,opts", _int_schemes(), ids=str)

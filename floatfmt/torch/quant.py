@@ -86,9 +86,9 @@ def _fp32_scale(raw, pow2):
 
 def _resolve(fmt):
     if isinstance(fmt, str) and (fmt.strip().lower().startswith("mx") or fmt.strip().lower() == "nvfp4"):
-        raise ValueError(f"fake_quant on tensors handles per-tensor and per-channel integer and "
-                         f"float formats; {fmt!r} (block scaling) is not supported on tensors yet: "
-                         "use floatfmt.fake_quant on a numpy array")
+        raise ValueError(f"floatfmt.torch.fake_quant handles per-tensor and per-channel integer "
+                         f"and float formats; for {fmt!r} (block scaling) use floatfmt.fake_quant, "
+                         "which takes tensors of any device and every scheme")
     return get_format(fmt)
 
 
