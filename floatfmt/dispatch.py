@@ -27,10 +27,10 @@ The rule, and why:
   (``floatfmt.tensorcore_device``) and ``quantize`` / ``fake_quant`` /
   ``QuantizedTensor.dequantize`` / ``.codes`` / ``.limits`` for every scheme
   (``floatfmt.quantize_device``, ``floatfmt.quantized_device``; stochastic rounding
-  for MX only).  Functions, formats or options that have no device implementation
+  where the quotients x / scale are exact).  Functions, formats or options that have no device implementation
   yet (the other ``sum`` orders, ``dot`` / ``matmul`` without a model or with the
   epilogue, ``mma``, fp64 arithmetic, stochastic rounding of the arithmetic and of
-  non-MX quantisation, ``calibration="mse"``) raise ``NotImplementedError`` naming
+  inexact quotients in quantisation, ``calibration="mse"``) raise ``NotImplementedError`` naming
   the function and the device, never a silent copy to the host and back.
 * The device code is proven equal to the numpy kernels on CPU tensors: inside
   ``force_namespace()`` (or with the environment variable

@@ -20,13 +20,16 @@ it as the float64 quotient truncated toward zero plus its remainder class
 q = fl(a / b) and the sign of the exact residual a - q b from Dekker's TwoProd).  As on
 numpy, a call whose scales are all powers of two divides directly.
 
+Stochastic rounding draws from a ``torch.Generator`` (or an int seed) on the device
+wherever the quotients are exact: MX (power-of-two scales), ``pow2_scale=True``, a
+scale of 1; numpy's path carries each inexact quotient's exact remainder, which
+tensors do not, so there it raises.
+
 Not on the device (NotImplementedError naming the function and the device, never a
 host copy): ``calibration="mse"`` (its error sums would have to follow numpy's
-summation order to pick the same clip range), stochastic rounding except for MX
-(whose quotients are exact, so a ``torch.Generator``'s draws are all it needs; the
-other schemes would need each inexact quotient's exact remainder), and a quotient
-rounded to a format reaching beyond 2**+-990 (fp64 and wide custom formats, with a
-scale other than 1).
+summation order to pick the same clip range), stochastic rounding of inexact
+quotients (above), and a quotient rounded to a format reaching beyond 2**+-990
+(fp64 and wide custom formats, with a scale other than 1).
 """
 
 from __future__ import annotations
@@ -129,9 +132,16 @@ def _check_target(f: Format, name: str, device: Any) -> None:
 
 
 def _round_quotients(v: Any, s: Any, f: Format, mode: str, overflow: Any, rng: Any) -> Any:
-    """round(v / s) to f, the quotient rounded once (``tensorscale`` on the device)."""
+    """round(v / s) to f, the quotient rounded once (``tensorscale`` on the device).
+    Stochastic rounding needs exact quotients (every scale a power of two)."""
     _check_target(f, "quantize", v.device)
     y, cls = exact_quotient(v, s)
+    if mode in STOCHASTIC:
+        if cls is not None and bool((cls != 0).any()):
+            raise _no(f"rounding={mode!r} of quotients x / scale that float64 does not hold "
+                      "(their exact remainders are not carried on tensors; pow2_scale=True "
+                      "makes every quotient exact)", v.device, "quantize")
+        return round_values(y, f, mode, overflow, rng=rng)
     return round_values(y, f, mode, overflow, rng=rng, sticky=cls)
 
 
@@ -267,9 +277,6 @@ def device_quantize(x: Any, p: Any, fake: bool, name: str) -> Any:
     xp = namespace(x)
     v, dtype = xp.intake(x)
     o = p.options
-    if p.mode in STOCHASTIC and p.kind != "mx":
-        raise _no(f"rounding={o['rounding']!r} with {p.kind} formats (each inexact quotient "
-                  "x / scale would need its exact remainder)", v.device, name)
     if p.kind == "mx":
         return _mx(v, dtype, p, fake)
     if p.kind == "nvfp4":
@@ -291,6 +298,11 @@ def device_quantize(x: Any, p: Any, fake: bool, name: str) -> Any:
     return _fake_of(_float(v, p, ax), fake)
 
 
+def _rng(p: Any) -> Any:
+    """The ``rng`` option for stochastic modes (a torch.Generator, an int seed or None), else None."""
+    return p.options["rng"] if p.mode in STOCHASTIC else None
+
+
 def _fake_of(q: QuantizedTensor, fake: bool) -> Any:
     return q.dequantize() if fake else q
 
@@ -300,11 +312,11 @@ def _no_nan(v: Any) -> None:
         raise ValueError("integer formats have no NaN; the input holds NaN")
 
 
-def _int_codes(v: Any, sc: Any, zp: Any, qmin: int, qmax: int, mode: str) -> Any:
+def _int_codes(v: Any, sc: Any, zp: Any, qmin: int, qmax: int, mode: str, rng: Any) -> Any:
     """``tensorscale.round_int_quotients``: clamp(round(v / sc) + zp, qmin, qmax)."""
     t = namespace(v).t
     _no_nan(v)
-    n = _round_quotients(v, _tensor(sc, v), _INT53, mode, "saturate", None)
+    n = _round_quotients(v, _tensor(sc, v), _INT53, mode, "saturate", rng)
     if is_tensor(zp) and bool((zp != 0).any()) or not is_tensor(zp) and zp:
         n = n + zp
     return t.clamp(n, qmin, qmax)
@@ -342,7 +354,7 @@ def _int(v: Any, p: Any, ax: Any) -> QuantizedTensor:
         sc, zp, qmin, qmax = _int_params(lo, hi, f, p.symmetric, p.narrow_range, bool(o["pow2_scale"]))
         if p.margin:
             sc = _fp32_scale(_tensor(sc, v) * 2.0 ** p.margin, bool(o["pow2_scale"]))
-    n = _int_codes(v, sc, zp, qmin, qmax, p.mode)
+    n = _int_codes(v, sc, zp, qmin, qmax, p.mode, _rng(p))
     return QuantizedTensor(n, sc, zp, f.name, f, p.granularity, ax, None, None, None, qmin, qmax,
                            p.scheme)
 
@@ -361,9 +373,9 @@ def _float(v: Any, p: Any, ax: Any) -> QuantizedTensor:
     else:
         sc = _given_scale(scale, v, ax)
     if not is_tensor(sc) and sc == 1.0:
-        r = round_values(v, f, p.mode, o["overflow"])
+        r = round_values(v, f, p.mode, o["overflow"], rng=_rng(p))
     else:
-        r = _round_quotients(v, _tensor(sc, v), f, p.mode, o["overflow"], None)
+        r = _round_quotients(v, _tensor(sc, v), f, p.mode, o["overflow"], _rng(p))
     return QuantizedTensor(r, sc, 0, f.name, f, p.granularity, ax, scheme="symmetric")
 
 
@@ -403,11 +415,13 @@ def _tiled(v: Any, p: Any) -> QuantizedTensor:
         if p.margin:
             sc = _fp32_scale(_tensor(sc, v) * 2.0 ** p.margin, pow2)
         n = _int_codes(v, expand_tiles(_tensor(sc, v), tile, shape),
-                       expand_tiles(zp, tile, shape) if is_tensor(zp) else zp, qmin, qmax, p.mode)
+                       expand_tiles(zp, tile, shape) if is_tensor(zp) else zp, qmin, qmax, p.mode,
+                       _rng(p))
         return QuantizedTensor(n, sc, zp, f.name, f, label, ax, size, None, None, qmin, qmax,
                                p.scheme, block_shape=tile)
     sc = _fp32_scale(hi * 2.0 ** p.margin / f.max, pow2)
-    r = _round_quotients(v, expand_tiles(_tensor(sc, v), tile, shape), f, p.mode, o["overflow"], None)
+    r = _round_quotients(v, expand_tiles(_tensor(sc, v), tile, shape), f, p.mode, o["overflow"],
+                         _rng(p))
     return QuantizedTensor(r, sc, 0, f.name, f, label, ax, size, scheme=p.scheme, block_shape=tile)
 
 
@@ -482,7 +496,7 @@ def _mx(v: Any, dtype: Any, p: Any, fake: bool) -> Any:
     Ek = t.where(bad, t.zeros_like(E), E).to(t.int64)
     y = rows * xp.pow2(shift - Ek)[:, None]
     y = t.where(bad[:, None], t.zeros_like(y), y)
-    r = round_values(y, elem, p.mode, "saturate", rng=o["rng"] if p.mode in STOCHASTIC else None)
+    r = round_values(y, elem, p.mode, "saturate", rng=_rng(p))
     if fake:
         out = r * xp.pow2(Ek - shift)[:, None]
         out = t.where(bad[:, None], t.full_like(out, float("nan")), out)
@@ -518,7 +532,7 @@ def _nvfp4(v: Any, p: Any) -> QuantizedTensor:
     denom = bscale * ts  # E4M3 * fp32: exact
     zero = denom == 0
     qv = _round_quotients(rows, t.where(zero, t.ones_like(denom), denom)[:, None], elem, p.mode,
-                          "saturate", None)
+                          "saturate", _rng(p))
     qv = t.where(zero[:, None], t.zeros_like(qv), qv)
     return QuantizedTensor(
         elements=_unblocks(qv, meta, axis), scale=_per_block(bscale, meta, axis), zero_point=0,

@@ -356,6 +356,28 @@ def test_mx_stochastic_rounding_on_the_device_path():
     assert abs(frac - 0.25) < 0.05  # 2**-5 is a quarter of the step 2**-3
 
 
+@pytest.mark.parametrize("fmt,opts", [("int8", {"pow2_scale": True}),
+                                      ("fp8_e5m2", {"pow2_scale": True, "granularity": "channel"}),
+                                      ("bf16", {}), ("int4", {"scale": 0.25})])
+def test_stochastic_rounding_of_exact_quotients_on_the_device_path(fmt, opts):
+    """Power-of-two scales (and scale 1) make every quotient exact: stochastic rounding
+    runs on the device, reproducible per seed, each value one of its two neighbours
+    (modes down and up), the mean of many draws near the exact value."""
+    torch.manual_seed(3)
+    x = torch.randn(64, 256, dtype=torch.float64) * 3
+    with force_namespace():
+        a = ff.fake_quant(x, fmt, rounding="stochastic", rng=5, **opts)
+        b = ff.fake_quant(x, fmt, rounding="stochastic", rng=torch.Generator().manual_seed(5), **opts)
+        lo = ff.fake_quant(x, fmt, rounding="down", **opts)
+        hi = ff.fake_quant(x, fmt, rounding="up", **opts)
+        draws = torch.stack([ff.fake_quant(x[:4], fmt, rounding="stochastic", rng=s, **opts)
+                             for s in range(200)])
+    assert torch.equal(a, b) and bool(((a == lo) | (a == hi)).all()) and not torch.equal(lo, hi)
+    inside = (lo[:4] != hi[:4])
+    err = (draws.mean(0) - x[:4]).abs() / (hi[:4] - lo[:4]).clamp(min=1e-300)
+    assert float(err[inside].mean()) < 0.05
+
+
 def test_what_the_device_path_refuses():
     x = torch.linspace(-3, 3, 64).reshape(2, 32)
     with force_namespace():
