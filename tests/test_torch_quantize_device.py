@@ -133,6 +133,7 @@ def compare_quantized(q, qh) -> int:
     n = 0
     for name in META:
         assert getattr(q, name) == getattr(qh, name), name
+    assert repr(q) == repr(qh) and q.bits_per_element == qh.bits_per_element
     for name in FIELDS:
         a, b = getattr(q, name), getattr(qh, name)
         assert isinstance(a, torch.Tensor) == isinstance(b, torch.Tensor), name
