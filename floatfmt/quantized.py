@@ -250,7 +250,7 @@ class QuantizedTensor:
         if self.granularity == "block":
             extra = 8 * _count(self.scale) + (32 if self.tensor_scale is not None else 0)
         else:
-            zp = self.zero_point
+            zp: Any = self.zero_point
             nonzero = bool((zp != 0).any()) if is_tensor(zp) else bool(np.any(np.asarray(zp) != 0))
             extra = 32 * _count(self.scale) + (eb * _count(zp) if nonzero else 0)
         return eb + extra / n
