@@ -7,9 +7,10 @@ this one checks floatfmt itself running on the GPU: ``ff.cast`` / ``encode`` /
 written over the array namespace, with torch ops on the device) must give the bits
 the numpy kernels give on the same CPU tensors.  The other entry points are called
 too: the arithmetic and ``matmul(model=...)`` (every preset) run on the
-device and are compared; those without device code yet (``sum``, ``quantize``, the
-int8 and B200 FP8 presets) are recorded as ``not_implemented`` with the error's
-message (floatfmt refuses rather than copying to the host).
+device and are compared, and so are ``quantize`` / ``dequantize`` of several schemes
+(MX, NVFP4, integer per channel and per group, FP8 2-D blocks); those without device
+code yet (the int8 and B200 FP8 presets ...) are recorded as ``not_implemented`` with
+the error's message (floatfmt refuses rather than copying to the host).
 
 Timings (issue 11 item 10): ``ff.cast`` to bf16 (RNE) on the device against the
 numpy path per element (target: at least 100x), and a 4096^3 bf16 GEMM under
@@ -219,6 +220,15 @@ class _Run:
             if m.fmt != "int8" and m.algorithm not in ("st_fdpa", "gst_fdpa"):  # block-scaled: own section
                 calls[f"matmul.{preset}"] = _preset_matmul(preset, m.fmt)
         calls["quantize.mxfp8"] = lambda p, q: dequantize(quantize(p, "mxfp8"))
+        calls["quantize.mxfp4.rceil"] = lambda p, q: dequantize(
+            quantize(p, "mxfp4_e2m1", scale_rounding="rceil", axis=0))
+        calls["quantize.nvfp4"] = lambda p, q: dequantize(quantize(p, "nvfp4"))
+        calls["quantize.int8.channel"] = lambda p, q: dequantize(
+            quantize(p, "int8", granularity="channel", scheme="asymmetric"))
+        calls["quantize.int4.group"] = lambda p, q: dequantize(
+            quantize(p, "int4", granularity="group", group_size=16))
+        calls["quantize.fp8_e4m3.block"] = lambda p, q: dequantize(
+            quantize(p, "fp8_e4m3", granularity="block", block=(8, 32)))
         for name, call in calls.items():
             def run(call: Callable[[Any, Any], Any] = call) -> tuple[int, int]:
                 want = call(ta, tb)
