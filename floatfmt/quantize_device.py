@@ -274,6 +274,9 @@ def device_quantize(x: Any, p: Any, fake: bool, name: str) -> Any:
     """``quantize`` (``fake``: ``fake_quant``) of the tensor x on its device by the plan
     ``p`` (``floatfmt.quantization.plan_quantize``); returns a ``QuantizedTensor`` of
     tensors, or the dequantised tensor."""
+    if not is_tensor(x):
+        raise TypeError(f"floatfmt.{name}: x is a {type(x).__name__} but scale / zero_point are "
+                        "tensors; give x as a tensor on their device too")
     xp = namespace(x)
     v, dtype = xp.intake(x)
     o = p.options

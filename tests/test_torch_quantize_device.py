@@ -409,3 +409,8 @@ def test_nvfp4_tiny_blocks_under_the_automatic_tensor_scale():
     for forced in (False, True):
         with force_namespace(forced), pytest.raises(ValueError, match="overflows fp32"):
             ff.quantize(huge, "nvfp4")
+
+
+def test_a_tensor_scale_with_a_list_input_is_refused_on_the_device_path():
+    with force_namespace(), pytest.raises(TypeError, match="give x as a tensor"):
+        ff.quantize([1.0, 2.0], "int8", scale=torch.tensor(0.5, dtype=torch.float64))
