@@ -28,7 +28,7 @@ from .quantized import (QuantizedTensor, block_scale_layout, choose, resolve_kin
 from .quotients import remainder_kwargs, scaled_quotient
 from .rounding import round_values
 
-__all__ = ["MX_FORMATS", "SCALE_ROUNDINGS", "mx_shared_exponent", "nvfp4_tensor_scale"]
+__all__ = ["MX_FORMATS", "SCALE_ROUNDINGS", "mx_shared_exponent"]
 
 #: OCP MX v1.0 block formats: name -> element format name, read from the block registry
 #: (``floatfmt._block_formats``, which holds block sizes, scale formats and ``emax_elem``).
