@@ -78,7 +78,8 @@ from ._xp import is_tensor, namespace
 
 __all__ = ["tensor_entry", "tensor_method", "fields_device", "STE_SOURCE", "STE_MASK",
            "host_kernels", "force_namespace", "to_host", "from_host",
-           "check_tensors", "host_kernels_device", "ENV_VAR", "DEVICES"]
+           "check_tensors", "host_kernels_device", "ENV_VAR", "DEVICES",
+           "register_device_impl"]
 
 ENV_VAR = "FLOATFMT_TORCH_PATH"
 _FORCE = [os.environ.get(ENV_VAR, "auto").strip().lower() == "namespace"]
@@ -270,6 +271,19 @@ def _no_device_code(name: str, device: Any) -> NotImplementedError:
         "silently; call .cpu() yourself if a host round trip is what you want")
 
 
+_DEVICE_IMPLS: dict[str, Callable[..., Any]] = {}
+
+
+def register_device_impl(name: str, fn: Callable[..., Any]) -> None:
+    """Make ``fn`` the device implementation of the ``tensor_entry`` named ``name`` (as
+    if given as its ``device_impl``).  For a device module that needs the public
+    function's own module, which therefore cannot import it (that would close an import
+    cycle): ``floatfmt.tensorcore_device`` reads ``tensorcore``'s model registry and
+    registers ``device_mma`` for ``tensorcore.mma``.  The registering module must be
+    imported by ``import floatfmt`` (``accumulate`` imports ``tensorcore_device``)."""
+    _DEVICE_IMPLS[name] = fn
+
+
 def tensor_entry(name: str, operands: tuple[str, ...],
                  device_impl: Callable[..., Any] | None = None,
                  ste: bool = False) -> Callable[[F], F]:
@@ -280,8 +294,9 @@ def tensor_entry(name: str, operands: tuple[str, ...],
     With a tensor: the operands are checked (``check_tensors``); CPU tensors are
     viewed as numpy arrays, the function runs, and its results come back as CPU
     tensors (``from_host``; a dataclass result gets its array fields as tensors);
-    other devices (or CPU under ``force_namespace``) call ``device_impl`` with the
-    original arguments, or raise NotImplementedError.
+    other devices (or CPU under ``force_namespace``) call ``device_impl`` (or the one
+    ``register_device_impl`` gave ``name``) with the original arguments, or raise
+    NotImplementedError.
 
     ``ste``: when the first operand is a tensor that requires grad, a tensor result
     carries its identity straight-through gradient, and a dataclass result keeps it
@@ -316,9 +331,10 @@ def tensor_entry(name: str, operands: tuple[str, ...],
                         if kwargs.get("ste") == "clipped":
                             object.__setattr__(r, STE_MASK, _inside(host_r, src, device))
                 return r
-            if device_impl is None:
+            impl = device_impl or _DEVICE_IMPLS.get(name)
+            if impl is None:
                 raise _no_device_code(f"floatfmt.{name}", device)
-            return device_impl(*args, **kwargs)
+            return impl(*args, **kwargs)
 
         return cast(F, entry)
     return wrap

@@ -668,14 +668,8 @@ def mma_shapes(xshape: tuple, yshape: tuple) -> tuple:
     return matmul_shapes(xshape, yshape, "mma")[0]
 
 
-def _device_mma(*args, **kwargs):
-    """``floatfmt.tensorcore_device.device_mma`` (imported on use: that module imports
-    this one)."""
-    from .tensorcore_device import device_mma
-    return device_mma(*args, **kwargs)
-
-
-@tensor_entry('mma', ('a', 'b', 'c'), device_impl=_device_mma)
+# device implementation: floatfmt.tensorcore_device.device_mma (registered there)
+@tensor_entry('mma', ('a', 'b', 'c'))
 def mma(a: Values, b: Values, c: Values, fmt: FormatLike, model: str | TensorCoreModel,
         acc_fmt: FormatLike = "fp32") -> Values:
     """D = A.B + C as one matrix unit computes it: C is the accumulator input of the unit.

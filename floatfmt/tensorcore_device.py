@@ -55,7 +55,7 @@ from . import fdpa_device
 from ._cast import cast
 from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
-from .dispatch import check_tensors
+from .dispatch import check_tensors, register_device_impl
 from .ops_device import device_add, device_fma, device_mul
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 from .tensorcore import (TF32_OPERANDS, TensorCoreModel, get_model, matmul_shapes,
@@ -246,6 +246,7 @@ def _epilogue(r: Any, acc_fmt: str, out_fmt: Any, alpha: Any, beta: Any, c: Any,
         # c as ops.operand_values casts it: to out_fmt with the call's options, or to the
         # accumulator with nearest-even; c * 1 is that cast (the product is exact and
         # rounding a value of the format changes nothing)
+        c = _tensor(c, r.device, namespace(r).t)
         if out_fmt is None:
             cv = device_mul(c, 1.0, acc_fmt)
         else:
@@ -335,3 +336,6 @@ def device_mma(a: Any, b: Any, c: Any, fmt: Any, model: Any, acc_fmt: Any = "fp3
                                                        device=device)
         return _int32_wrap(p + cv, t)
     return _chain(x, y, m, in_fmt, out_shape, cv, xp)
+
+
+register_device_impl("mma", device_mma)  # tensorcore.mma (which cannot import this module)
