@@ -23,12 +23,14 @@ The rule, and why:
   rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
   (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``
   and ``sum`` in the sequential and pairwise orders, formats up to fp32,
-  deterministic modes) and ``matmul`` / ``dot`` with a tensor-core ``model``
-  (``floatfmt.tensorcore_device``).  Functions, formats or options that have no
-  device implementation yet (the other ``sum`` orders, ``dot`` / ``matmul``
-  without a model, ``mma``, ``quantize``, ``fake_quant``, fp64 arithmetic) raise
-  ``NotImplementedError`` naming the function and the device, never a silent
-  copy to the host and back.
+  deterministic modes), ``matmul`` / ``dot`` with a tensor-core ``model`` (every
+  preset, NVIDIA and AMD, the epilogue included) and ``mma``
+  (``floatfmt.tensorcore_device``, ``floatfmt.fdpa_device``).  Functions, formats or
+  options that have no device implementation yet (the other ``sum`` orders,
+  ``dot`` / ``matmul`` without a model, stochastic rounding of a tensor-core
+  product's operands, ``block_scaled_matmul``, ``quantize``, ``fake_quant``, fp64
+  arithmetic) raise ``NotImplementedError`` naming the function and the device,
+  never a silent copy to the host and back.
 * The device code is proven equal to the numpy kernels on CPU tensors: inside
   ``force_namespace()`` (or with the environment variable
   ``FLOATFMT_TORCH_PATH=namespace``) CPU tensors take the namespace code too;
