@@ -24,7 +24,7 @@ The rule, and why:
   (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``
   and ``sum`` in the sequential and pairwise orders, formats up to fp32,
   deterministic modes), ``matmul`` / ``dot`` with a tensor-core ``model`` (every
-  preset, NVIDIA and AMD, the epilogue included) and ``mma``
+  preset, NVIDIA and AMD, the epilogue included), ``mma`` and ``block_scaled_mma``
   (``floatfmt.tensorcore_device``, ``floatfmt.fdpa_device``).  Functions, formats or
   options that have no device implementation yet (the other ``sum`` orders,
   ``dot`` / ``matmul`` without a model, stochastic rounding of a tensor-core
@@ -69,6 +69,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib
 import inspect
 import os
 import sys
@@ -80,8 +81,7 @@ from ._xp import is_tensor, namespace
 
 __all__ = ["tensor_entry", "tensor_method", "fields_device", "STE_SOURCE", "STE_MASK",
            "host_kernels", "force_namespace", "to_host", "from_host",
-           "check_tensors", "host_kernels_device", "ENV_VAR", "DEVICES",
-           "register_device_impl"]
+           "check_tensors", "host_kernels_device", "ENV_VAR", "DEVICES"]
 
 ENV_VAR = "FLOATFMT_TORCH_PATH"
 _FORCE = [os.environ.get(ENV_VAR, "auto").strip().lower() == "namespace"]
@@ -273,21 +273,16 @@ def _no_device_code(name: str, device: Any) -> NotImplementedError:
         "silently; call .cpu() yourself if a host round trip is what you want")
 
 
-_DEVICE_IMPLS: dict[str, Callable[..., Any]] = {}
-
-
-def register_device_impl(name: str, fn: Callable[..., Any]) -> None:
-    """Make ``fn`` the device implementation of the ``tensor_entry`` named ``name`` (as
-    if given as its ``device_impl``).  For a device module that needs the public
-    function's own module, which therefore cannot import it (that would close an import
-    cycle): ``floatfmt.tensorcore_device`` reads ``tensorcore``'s model registry and
-    registers ``device_mma`` for ``tensorcore.mma``.  The registering module must be
-    imported by ``import floatfmt`` (``accumulate`` imports ``tensorcore_device``)."""
-    _DEVICE_IMPLS[name] = fn
+def _resolve_impl(impl: Callable[..., Any] | str) -> Callable[..., Any]:
+    """A ``device_impl`` given as ``"module:function"``, imported on first use."""
+    if isinstance(impl, str):
+        module, _, attr = impl.partition(":")
+        return cast(Callable[..., Any], getattr(importlib.import_module(module), attr))
+    return impl
 
 
 def tensor_entry(name: str, operands: tuple[str, ...],
-                 device_impl: Callable[..., Any] | None = None,
+                 device_impl: Callable[..., Any] | str | None = None,
                  ste: bool = False) -> Callable[[F], F]:
     """Decorator: make the numpy-path function take torch tensors (the rule above).
 
@@ -296,9 +291,12 @@ def tensor_entry(name: str, operands: tuple[str, ...],
     With a tensor: the operands are checked (``check_tensors``); CPU tensors are
     viewed as numpy arrays, the function runs, and its results come back as CPU
     tensors (``from_host``; a dataclass result gets its array fields as tensors);
-    other devices (or CPU under ``force_namespace``) call ``device_impl`` (or the one
-    ``register_device_impl`` gave ``name``) with the original arguments, or raise
-    NotImplementedError.
+    other devices (or CPU under ``force_namespace``) call ``device_impl`` with the
+    original arguments, or raise NotImplementedError.  ``device_impl`` may be named as
+    ``"floatfmt.module:function"``, imported on the first device call: for a device
+    module that imports the function's own module (``tensorcore_device`` reads
+    ``tensorcore``'s model registry), which could not be imported back without an
+    import cycle.
 
     ``ste``: when the first operand is a tensor that requires grad, a tensor result
     carries its identity straight-through gradient, and a dataclass result keeps it
@@ -333,10 +331,9 @@ def tensor_entry(name: str, operands: tuple[str, ...],
                         if kwargs.get("ste") == "clipped":
                             object.__setattr__(r, STE_MASK, _inside(host_r, src, device))
                 return r
-            impl = device_impl or _DEVICE_IMPLS.get(name)
-            if impl is None:
+            if device_impl is None:
                 raise _no_device_code(f"floatfmt.{name}", device)
-            return impl(*args, **kwargs)
+            return _resolve_impl(device_impl)(*args, **kwargs)
 
         return cast(F, entry)
     return wrap

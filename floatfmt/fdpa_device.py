@@ -41,7 +41,7 @@ from .fdpa import STEP_ROUNDINGS, StepModel
 from .ops_device import device_add
 from .rounding import round_values
 
-__all__ = ["step", "flush_to_plus_zero"]
+__all__ = ["step", "flush_to_plus_zero", "scale_parts", "scaled_terms"]
 
 _ALIGNED = Format("aligned", kind="int", bits=53)  # aligned terms as integers (< 2**52)
 
@@ -195,3 +195,54 @@ def step(P: Any, EP: Any, c: Any, model: StepModel, cfmt: Format, ofmt: Format,
         return _tr_fdpa(P, EP, c, model, cfmt, ofmt, xp)
     raise ValueError(f"no separate device step for algorithm {alg!r}; steps here: "
                      "e_fdpa, ftz_addmul, tr_fdpa, gtr_fdpa")
+
+
+# ---------------------------------------------------------------------------------------------
+# Block-scaled T-FDPA (Blackwell ST-FDPA / GST-FDPA): the terms of ``fdpa.scaled_terms``
+def scale_parts(s: Any, fmt: Format, xp: Any) -> tuple[Any, Any]:
+    """``fdpa.scale_parts`` on a float64 tensor: (significand, exponent) of |s| with
+    e = max(floor(log2|s|), emin); NaN scales a NaN significand, zero scales zero."""
+    t = xp.t
+    a = s.abs()
+    fin = t.isfinite(a) & (a != 0)
+    _, e = t.frexp(xp.where(fin, a, 1.0))
+    e = t.where(fin, t.clamp(e.to(t.int64) - 1, min=fmt.emin), t.full_like(e, fmt.emin,
+                                                                           dtype=t.int64))
+    return xp.where(t.isfinite(a), xp.ldexp(a, -e), float("nan")), e
+
+
+def scaled_terms(x: Any, sx: Any, y: Any, sy: Any, elem: Format, scale_fmt: Format,
+                 scale_block: int, group: int, xp: Any) -> tuple[Any, Any]:
+    """``fdpa.scaled_terms`` on tensors: the terms (..., M, N, n) block-scaled T-FDPA adds
+    for ``x @ y`` and their exponents (ST: scaled products, exponent e_x + e_y + e(s_x) +
+    e(s_y); GST: scaled exact sums of ``group`` products, exponent e(s_x) + e(s_y))."""
+    t = xp.t
+    K = x.shape[-1]
+    if group > 1 and K % group:
+        pad = group - K % group
+        x = t.cat([x, t.zeros(tuple(x.shape[:-1]) + (pad,), dtype=x.dtype, device=x.device)], -1)
+        y = t.cat([y, t.zeros(tuple(y.shape[:-2]) + (pad, y.shape[-1]), dtype=y.dtype,
+                              device=y.device)], -2)
+        K += pad
+    sig_x, e_x = scale_parts(sx, scale_fmt, xp)
+    sig_y, e_y = scale_parts(sy, scale_fmt, xp)
+    per, n = scale_block // group, K // group  # terms per scale, terms
+
+    def expand(v: Any, axis: int) -> Any:
+        return v.repeat_interleave(per, dim=axis).narrow(axis, 0, n)
+
+    ax = xp.ldexp(expand(sig_x, -1), expand(e_x, -1))  # |s_x| per term: (..., M, n)
+    ayt = xp.ldexp(expand(sig_y, -2), expand(e_y, -2)).transpose(-1, -2)  # (..., N, n)
+    ex_s, eyt_s = expand(e_x, -1), expand(e_y, -2).transpose(-1, -2)
+    yt = y.transpose(-1, -2)  # (..., N, K)
+    if group == 1:
+        T = (x * ax)[..., :, None, :] * (yt * ayt)[..., None, :, :]
+        ET = (_exponents(x, elem, 0, xp) + ex_s)[..., :, None, :] \
+            + (_exponents(yt, elem, 0, xp) + eyt_s)[..., None, :, :]
+    else:  # sums of `group` products: exact in float64 in any order (narrow elements)
+        xg = x.reshape(tuple(x.shape[:-1]) + (n, group))
+        yg = yt.reshape(tuple(yt.shape[:-1]) + (n, group))
+        sums = t.einsum("...mgk,...ngk->...mng", xg, yg)
+        T = sums * ax[..., :, None, :] * ayt[..., None, :, :]
+        ET = ex_s[..., :, None, :] + eyt_s[..., None, :, :]
+    return T, ET

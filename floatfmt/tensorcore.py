@@ -668,8 +668,7 @@ def mma_shapes(xshape: tuple, yshape: tuple) -> tuple:
     return matmul_shapes(xshape, yshape, "mma")[0]
 
 
-# device implementation: floatfmt.tensorcore_device.device_mma (registered there)
-@tensor_entry('mma', ('a', 'b', 'c'))
+@tensor_entry('mma', ('a', 'b', 'c'), device_impl="floatfmt.tensorcore_device:device_mma")
 def mma(a: Values, b: Values, c: Values, fmt: FormatLike, model: str | TensorCoreModel,
         acc_fmt: FormatLike = "fp32") -> Values:
     """D = A.B + C as one matrix unit computes it: C is the accumulator input of the unit.
@@ -770,9 +769,11 @@ def get_block_model(model: "str | TensorCoreModel", block_fmt: str | None = None
     return m
 
 
+@tensor_entry('block_scaled_mma', ('a', 'a_scale', 'b', 'b_scale', 'c'),
+              device_impl="floatfmt.tensorcore_device:device_block_scaled_mma")
 def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: Values = 0.0,
                      model: "str | TensorCoreModel" = "b200",
-                     block_fmt: str | None = None) -> np.ndarray:
+                     block_fmt: str | None = None) -> Values:
     """D = A.B + C on a block-scaled matrix unit (Blackwell ST-FDPA / GST-FDPA), the
     block scales applied inside the instruction.
 

@@ -1,9 +1,10 @@
-"""``matmul(..., model=...)``, ``dot(..., model=...)`` and ``mma`` on tensors of any device:
+"""``matmul(..., model=...)``, ``dot(..., model=...)``, ``mma`` and ``block_scaled_mma`` on
+tensors of any device:
 the tensor-core steps of ``floatfmt.tensorcore`` written over the array namespace (torch
 ops on the tensor's device; torch is never imported here).
 
 These are the device implementations ``floatfmt.dispatch`` calls for ``ff.matmul`` /
-``ff.dot`` with a ``model`` and for ``ff.mma`` on a CUDA tensor (or a CPU tensor under
+``ff.dot`` with a ``model``, ``ff.mma`` and ``tensorcore.block_scaled_mma`` on a CUDA tensor (or a CPU tensor under
 ``force_namespace``, which the tests use to prove them equal to the numpy kernels for
 every preset of ``ff.tensorcore_models()``).  The steps are those of the module
 docstring of ``floatfmt.tensorcore``, for one block of L products at a time along K:
@@ -29,7 +30,10 @@ docstring of ``floatfmt.tensorcore``, for one block of L products at a time alon
 4. the AMD steps (``e_fdpa``, ``ftz_addmul``, ``tr_fdpa``, ``gtr_fdpa``) are
    ``floatfmt.fdpa_device.step``;
 5. int8 models: integer products summed exactly (a float64 matrix product of
-   integers below 2**53 is exact in any order), wrapped to int32.
+   integers below 2**53 is exact in any order), wrapped to int32;
+6. block-scaled models (``block_scaled_mma``: Blackwell ST-FDPA / GST-FDPA): the scaled
+   terms of ``fdpa_device.scaled_terms`` go through the T-FDPA steps of 3, ``L / group``
+   terms and the accumulator per step.
 
 The epilogue of ``matmul`` / ``dot`` is the numpy path's (``accumulate._epilogue``):
 ``alpha * acc`` by ``ff.mul`` in the accumulator format, ``beta * c + acc`` by
@@ -41,7 +45,9 @@ Not on the device (NotImplementedError naming what, never a host copy): stochast
 rounding of the operands (``rounding="stochastic..."``), and ``dot`` / ``matmul``
 without a model (the accumulation orders).  Block-scaled presets
 (``"b200/mxfp8_e4m3"`` ...) are not ``matmul`` models (``get_model`` refuses them with
-a ValueError pointing to ``ff.block_scaled_matmul``, which has no device code yet).
+a ValueError pointing to ``ff.block_scaled_matmul``); their unit is
+``tensorcore.block_scaled_mma`` here, while ``ff.block_scaled_matmul`` (which
+quantises its operands first) has no device code yet.
 Results are float64 tensors on the operands' device, not differentiable.  ``order``
 must be ``"sequential"`` as for the numpy path.
 """
@@ -55,13 +61,13 @@ from . import fdpa_device
 from ._cast import cast
 from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
-from .dispatch import check_tensors, register_device_impl
+from .dispatch import check_tensors
 from .ops_device import device_add, device_fma, device_mul
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
-from .tensorcore import (TF32_OPERANDS, TensorCoreModel, get_model, matmul_shapes,
-                         mma_shapes)
+from .tensorcore import (TF32_OPERANDS, TensorCoreModel, get_block_model, get_model,
+                         matmul_shapes, mma_shapes)
 
-__all__ = ["device_matmul", "device_dot", "device_mma", "tile_terms"]
+__all__ = ["device_matmul", "device_dot", "device_mma", "device_block_scaled_mma", "tile_terms"]
 
 _ALIGNED = Format("aligned", kind="int", bits=53)  # the aligned terms, as integers
 _AMD = ("e_fdpa", "ftz_addmul", "tr_fdpa", "gtr_fdpa")
@@ -338,4 +344,37 @@ def device_mma(a: Any, b: Any, c: Any, fmt: Any, model: Any, acc_fmt: Any = "fp3
     return _chain(x, y, m, in_fmt, out_shape, cv, xp)
 
 
-register_device_impl("mma", device_mma)  # tensorcore.mma (which cannot import this module)
+def device_block_scaled_mma(a: Any, a_scale: Any, b: Any, b_scale: Any, c: Any = 0.0,
+                            model: Any = "b200", block_fmt: Any = None) -> Any:
+    """``tensorcore.block_scaled_mma`` on tensors of one device: the scaled terms of
+    ``fdpa_device.scaled_terms`` (ST: scaled products; GST: scaled sums of G products)
+    through the T-FDPA steps, ``L / group`` terms and the accumulator per step, in K
+    order, from the fp32 accumulator c."""
+    device = check_tensors("floatfmt.block_scaled_mma", [a, a_scale, b, b_scale, c])
+    xp = namespace(next(v for v in (a, a_scale, b, b_scale, c) if is_tensor(v)))
+    t = xp.t
+    m = get_block_model(model, block_fmt)
+    elem, sfmt = get_format(m.fmt), get_format(m.scale_fmt or "e8m0")
+    x = cast(_tensor(a, device, t), elem, dtype=t.float64).detach()
+    y = cast(_tensor(b, device, t), elem, dtype=t.float64).detach()
+    sx, sy = (_tensor(v, device, t).to(t.float64) for v in (a_scale, b_scale))
+    if x.ndim < 2 or y.ndim < 2 or x.shape[-1] != y.shape[-2]:
+        raise ValueError(f"block_scaled_mma: shapes {tuple(x.shape)} and {tuple(y.shape)} do "
+                         "not align as (..., M, K) and (..., K, N)")
+    nb = -(-x.shape[-1] // m.scale_block)
+    want_x, want_y = tuple(x.shape[:-1]) + (nb,), tuple(y.shape[:-2]) + (nb, y.shape[-1])
+    if tuple(sx.shape) != want_x or tuple(sy.shape) != want_y:
+        raise ValueError(f"block_scaled_mma: scales of shapes {tuple(sx.shape)} and "
+                         f"{tuple(sy.shape)}; {m.name} needs {want_x} and {want_y} (one per "
+                         f"{m.scale_block} along K)")
+    out_shape = matmul_shapes(tuple(x.shape), tuple(y.shape), "block_scaled_mma")[0]
+    acc = _accumulator_input(c, m, out_shape, device, xp).clone()
+    T, ET = fdpa_device.scaled_terms(x, sx, y, sy, elem, sfmt, m.scale_block, m.group, xp)
+    T, ET = T.movedim(-1, 0), ET.movedim(-1, 0)  # terms first: (n, ..., M, N)
+    step_model = m.replace(L=m.L // m.group, group=1)
+    cfmt, ofmt = get_format(m.acc_fmt), m.output_format
+    for k0 in range(0, T.shape[0], step_model.L):
+        k1 = k0 + step_model.L
+        acc = _step(T[k0:k1], ET[k0:k1], acc, step_model, cfmt, ofmt, xp)
+        cfmt = ofmt
+    return acc

@@ -3,7 +3,7 @@
 ``force_namespace``, equal the numpy kernels element for element (NaN by class, the
 sign of zero counted) for EVERY preset of ``ff.tensorcore_models()``: ``matmul`` and
 ``dot`` with and without the epilogue (alpha, beta, c, out_fmt, directed roundings,
-overflow, ftz, daz), and ``mma``.  The data has zeros of both signs, Inf and NaN,
+overflow, ftz, daz), ``mma``, and ``block_scaled_mma`` for the block-scaled presets.  The data has zeros of both signs, Inf and NaN,
 subnormal inputs of the input format, values past its range, exponent spreads over the
 whole range, exact and near cancellation, and fp32 ties decided by a tiny term; shapes
 are batched, broadcast, 1-D, K not a multiple of L, and K = 0.
@@ -20,7 +20,7 @@ import pytest
 
 import floatfmt as ff
 from floatfmt.dispatch import force_namespace
-from floatfmt.tensorcore import TensorCoreModel, get_model
+from floatfmt.tensorcore import TensorCoreModel, block_scaled_mma, get_model
 from tests.oracles.compare import mismatches
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
@@ -241,8 +241,9 @@ def test_custom_models_equal_numpy(base, changes):
 
 def test_every_preset_runs_on_the_device():
     """The registry, read now: every preset runs through the device code and equals
-    numpy, or (block-scaled presets, which are not matmul models) is refused by both
-    paths alike with the same ValueError; nothing raises NotImplementedError."""
+    numpy, or (block-scaled presets, which are not matmul models: their unit is
+    ``block_scaled_mma``, tested below for each) is refused by both paths alike with
+    the same ValueError; nothing raises NotImplementedError."""
     rng = np.random.default_rng(5)
     for preset, m in ff.tensorcore_models().items():
         a, b = operands(m.fmt, (3, 40), rng, "wide"), operands(m.fmt, (40, 2), rng, "wide")
@@ -277,3 +278,33 @@ def test_device_path_refusals():
             ff.mma(a, b, 0.5, "int8", "h100")
         with pytest.raises(TypeError, match="c must be a number"):
             ff.mma(a, b, "x", "bf16", "h100")
+
+
+BLOCK_PRESETS = [p for p in PRESETS if ff.tensorcore_models()[p].block_fmt is not None]
+
+
+@pytest.mark.parametrize("preset", BLOCK_PRESETS)
+def test_block_scaled_mma_equals_numpy(preset):
+    """The block-scaled units (ST-FDPA / GST-FDPA) on the device path: elements over the
+    element format's range (zeros of both signs, values it rounds), scales of the scale
+    format (ue8m0 powers of two, or ue4m3 values) with a zero, a negative (its sign is
+    ignored) and a NaN scale; batched, K not a multiple of the scale block; c aligned."""
+    m = ff.tensorcore_models()[preset]
+    rng = np.random.default_rng(_seed(preset))
+    elem = ff.get_format(m.fmt)
+    for batch, M, K, N in (((), 3, 64, 2), ((2,), 2, 80, 3), ((), 1, 16, 1)):
+        nb = -(-K // m.scale_block)
+        a = operands(m.fmt, batch + (M, K), rng, "wide")
+        b = operands(m.fmt, (K, N), rng, "wide")
+        a.reshape(-1)[:2] = [0.0, -0.0]
+        if m.scale_fmt == "e8m0":
+            sa = np.exp2(rng.integers(-20, 20, batch + (M, nb)).astype(float))
+            sb = np.exp2(rng.integers(-20, 20, (nb, N)).astype(float))
+        else:
+            sa = ff.cast(rng.random(batch + (M, nb)) * 400, m.scale_fmt)
+            sb = ff.cast(rng.random((nb, N)) * 400, m.scale_fmt)
+        if M * nb >= 3:
+            sa.reshape(-1)[:3] = [0.0, -sa.reshape(-1)[1], np.nan]
+        c = operands("fp32", batch + (M, N), rng, "narrow") * 2.0 ** elem.emax
+        check(*both(block_scaled_mma, a, sa, b, sb, c, preset))
+        check(*both(block_scaled_mma, a, sa, b, sb, 0.0, preset.split("/")[0], m.block_fmt))
