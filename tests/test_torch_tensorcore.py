@@ -29,12 +29,7 @@ PRESETS = sorted(ff.tensorcore_models())
 MATMUL_PRESETS = [p for p in PRESETS if ff.tensorcore_models()[p].block_fmt is None]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def _seed(name: str) -> int:
