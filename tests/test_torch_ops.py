@@ -253,39 +253,8 @@ def test_decode_takes_the_codes_encode_returns(namespace):
             check(ff.decode(codes, name), ff.cast(v.numpy(), name, overflow=pol))
 
 
-DEVICE_PRESETS = sorted(k for k, m in ff.tensorcore_models().items()
-                        if m.fmt != "int8" and m.c_entry == "aligned" and m.algorithm == "t_fdpa")
-
-
-@pytest.mark.parametrize("preset", DEVICE_PRESETS)
-def test_device_matmul_equals_numpy_every_preset(preset):
-    """The namespace-written tensor-core steps (what CUDA runs: tensorcore_device), forced
-    on CPU tensors, equal the numpy kernels bit for bit: batches, 1-D operands, K not a
-    multiple of L, zeros, values past the input format's range, Inf and NaN operands."""
-    fmt = ff.tensorcore_models()[preset].fmt
-    rng = np.random.default_rng(int.from_bytes(preset.encode(), "little") % 2 ** 32)
-    cases = []
-    for spread in (4, 20):
-        a = rng.standard_normal((2, 3, 70)) * np.exp2(rng.integers(-spread, spread, (2, 3, 70)))
-        b = rng.standard_normal((70, 5)) * np.exp2(rng.integers(-spread, spread, (70, 5)))
-        a[0, 0, :9], b[4] = 0.0, 0.0
-        cases.append((a, b))
-    a, b = cases[0]
-    a, b = a.copy(), b.copy()
-    a[1, 1, 7], b[9, 2], a[0, 2, 40] = np.inf, np.nan, -np.inf
-    cases += [(a, b), (a[0, 0], b), (a[1], b[:, 1])]
-    for a, b in cases:
-        for out_fmt in (None, "bf16"):
-            want = ff.matmul(a, b, fmt, model=preset, out_fmt=out_fmt)
-            with force_namespace():
-                got = ff.matmul(torch.from_numpy(a), torch.from_numpy(b), fmt, model=preset,
-                                out_fmt=out_fmt)
-            check(got, want)
-    for a, b in ((cases[2][0], cases[2][0][:, ::-1]), (cases[2][0][0, 0], cases[1][1][:, 0])):
-        want = ff.dot(a, b, fmt, model=preset)  # batches broadcast; 1-D gives 0-d
-        with force_namespace():
-            got = ff.dot(torch.from_numpy(a.copy()), torch.from_numpy(b.copy()), fmt, model=preset)
-        check(got, want)
+# The tensor-core models on the device path (every preset, the epilogue, mma,
+# block_scaled_mma): tests/test_torch_tensorcore.py.
 
 
 def test_device_matmul_refuses_what_it_lacks():
