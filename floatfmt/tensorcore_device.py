@@ -266,7 +266,7 @@ def _epilogue(r: Any, acc_fmt: str, out_fmt: Any, alpha: Any, beta: Any, c: Any,
 
 
 def _tensorcore_call(kind: str, a: Any, b: Any, fmt: Any, acc_fmt: Any, order: str,
-                     out_fmt: Any, model: Any, alpha: Any, beta: Any, c: Any,
+                     out_fmt: Any, model: Any, alpha: Any, beta: Any, c: Any, block: Any,
                      rounding: str, overflow: Any, ftz: bool, daz: bool) -> Any:
     device, xp, a, b, _ = _start(kind, a, b, c)
     if model is None:
@@ -274,6 +274,8 @@ def _tensorcore_call(kind: str, a: Any, b: Any, fmt: Any, acc_fmt: Any, order: s
     if order != "sequential":
         raise ValueError(f"order={order!r} does not apply with a tensor-core model: the model "
                          "fixes the order (blocks of L products chained along K)")
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be a positive integer, not {block!r}")  # as on numpy
     mode = resolve_mode(rounding)
     r, acc = _product(kind, a, b, fmt, acc_fmt, model, mode, overflow, ftz, daz, device, xp)
     return _epilogue(r, acc, out_fmt, alpha, beta, c, rounding, overflow, ftz, daz)
@@ -287,7 +289,7 @@ def device_matmul(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = 
     """``ff.matmul`` with a tensor-core ``model`` on tensors of one device (the rules in
     the module docstring); the same arguments as ``ff.matmul``."""
     return _tensorcore_call("matmul", a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta,
-                            c, rounding, overflow, ftz, daz)
+                            c, block, rounding, overflow, ftz, daz)
 
 
 def device_dot(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = "sequential",
@@ -299,7 +301,7 @@ def device_dot(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = "se
     over the last axis (leading axes broadcast) is the (..., 1, K) by (..., K, 1) matrix
     product of ``device_matmul`` (the same fused steps along K)."""
     return _tensorcore_call("dot", a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta,
-                            c, rounding, overflow, ftz, daz)
+                            c, block, rounding, overflow, ftz, daz)
 
 
 def _accumulator_input(c: Any, m: TensorCoreModel, out_shape: tuple, device: Any,

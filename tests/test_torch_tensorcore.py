@@ -263,6 +263,8 @@ def test_device_path_refusals():
             ff.matmul(a, b, "bf16", model="h100", rounding="stochastic", rng=1)
         with pytest.raises(ValueError, match="order="):
             ff.matmul(a, b, "bf16", model="h100", order="pairwise")
+        with pytest.raises(ValueError, match="block must be a positive integer"):
+            ff.matmul(a, b, "bf16", model="h100", block=0)
         with pytest.raises(ValueError, match="do not align"):
             ff.matmul(a, a, "bf16", model="h100")
         with pytest.raises(ValueError, match="at least 2 dimensions"):
