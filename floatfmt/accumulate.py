@@ -50,8 +50,7 @@ import numpy as np
 
 from . import eft, fpflags
 from .dispatch import tensor_entry
-from .ops_device import device_sum
-from .tensorcore_device import device_dot, device_matmul
+from .accumulate_device import device_dot, device_matmul, device_sum
 from ._formats import FormatLike
 from ._names import unknown_name
 from ._types import Overflow, RngLike, Values

@@ -41,7 +41,7 @@ from .dispatch import check_tensors
 from .eft import product_is_exact
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 
-__all__ = ["quotient_sticky", "root_sticky", "device_sum", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
+__all__ = ["DeviceCall", "rounded_sum", "quotient_sticky", "root_sticky", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
            "device_sqrt", "device_neg", "device_abs", "device_minimum", "device_maximum"]
 
 
@@ -54,8 +54,12 @@ class _Options:
         self.policy = resolve_overflow(overflow, fmt)
 
 
-class _Call:
-    """One call: its resolved options, the torch module and the device."""
+class DeviceCall:
+    """One device call: its name, device, resolved options (``ctx``), format (``fmt``),
+    namespace (``xp``) and torch module (``t``); ``operand`` casts an operand to the
+    format, ``round`` rounds exact values (with their remainder class) by the one
+    rounding routine, ``finish`` refuses invalid results of formats without NaN.
+    Shared by ``floatfmt.accumulate_device``."""
 
     def __init__(self, name: str, operands: list, fmt: Any, rounding: Any, overflow: Any,
                  ftz: Any, daz: Any, sr_bits: Any = None):
@@ -143,7 +147,10 @@ def _zero_signs(v: Any, cls: Any, x: Any, y: Any, mode: str, t: Any) -> Any:
     return t.where(exact_zero, signed, v)
 
 
-def _sum_rounded(c: _Call, p: Any, z: Any, name: str) -> Any:
+def rounded_sum(c: DeviceCall, p: Any, z: Any, name: str) -> Any:
+    """p + z (broadcast float64 tensors) rounded once to ``c``'s format: the exact sum
+    (TwoSum, as ``floatfmt.accumulate``'s step), IEEE zero signs, invalid results
+    refused for formats without NaN (``name`` in the message)."""
     p, z = c.t.broadcast_tensors(p, z)
     v, cls = _exact_sum(p, z, c.t)
     c.finish(v, name)
@@ -154,21 +161,21 @@ def _sum_rounded(c: _Call, p: Any, z: Any, name: str) -> Any:
 def device_add(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.add`` on the device (see the module docstring)."""
-    c = _Call("add", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
-    return _sum_rounded(c, c.operand(a), c.operand(b), "add")
+    c = DeviceCall("add", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    return rounded_sum(c, c.operand(a), c.operand(b), "add")
 
 
 def device_sub(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.sub`` on the device: x + (-y), exactly as the numpy path."""
-    c = _Call("sub", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
-    return _sum_rounded(c, c.operand(a), -c.operand(b), "sub")
+    c = DeviceCall("sub", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    return rounded_sum(c, c.operand(a), -c.operand(b), "sub")
 
 
 def device_mul(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.mul`` on the device: the float64 product is exact."""
-    c = _Call("mul", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    c = DeviceCall("mul", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
     x, y = c.t.broadcast_tensors(c.operand(a), c.operand(b))
     return c.round(c.finish(x * y, "mul"))
 
@@ -178,11 +185,11 @@ def device_fma(a: Any, b: Any, cc: Any, fmt: Any, rounding: Any = "nearest_even"
                sr_bits: Any = None) -> Any:
     """``ff.fma`` on the device: the exact product plus c, rounded once.  (Infinite or NaN
     operands: IEEE's a * b + c, which float64 computes exactly for these formats.)"""
-    c = _Call("fma", [a, b, cc], fmt, rounding, overflow, ftz, daz, sr_bits)
+    c = DeviceCall("fma", [a, b, cc], fmt, rounding, overflow, ftz, daz, sr_bits)
     t = c.t
     x, y, z = t.broadcast_tensors(c.operand(a), c.operand(b), c.operand(cc))
     # the float64 product is exact (a zero one with IEEE's sign; Inf * 0 is NaN)
-    return _sum_rounded(c, x * y, z, "fma")
+    return rounded_sum(c, x * y, z, "fma")
 
 
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitter
@@ -259,7 +266,7 @@ def device_div(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflo
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.div`` on the device (``quotient_sticky``); x / 0 is a signed Inf, 0 / 0 and
     Inf / Inf NaN."""
-    c = _Call("div", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    c = DeviceCall("div", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
     x, y = c.t.broadcast_tensors(c.operand(a), c.operand(b))
     v, cls = quotient_sticky(x, y)
     c.finish(v, "div")
@@ -271,7 +278,7 @@ def device_sqrt(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any 
                 sr_bits: Any = None) -> Any:
     """``ff.sqrt`` on the device (``root_sticky``); sqrt(-0) = -0, the root of a
     negative number is NaN."""
-    c = _Call("sqrt", [a], fmt, rounding, overflow, ftz, daz, sr_bits)
+    c = DeviceCall("sqrt", [a], fmt, rounding, overflow, ftz, daz, sr_bits)
     v, cls = root_sticky(c.operand(a))
     c.finish(v, "sqrt")
     return c.round(v, cls)
@@ -279,7 +286,7 @@ def device_sqrt(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any 
 
 def _unary(name: str, a: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any, daz: Any,
            negate: bool) -> Any:
-    c = _Call(name, [a], fmt, rounding, overflow, ftz, daz)
+    c = DeviceCall(name, [a], fmt, rounding, overflow, ftz, daz)
     x = c.operand(a)
     v = -x if negate else x.abs()
     return c.round(c.finish(v, name))
@@ -299,7 +306,7 @@ def device_abs(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any =
 
 def _minmax(name: str, a: Any, b: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any,
             daz: Any, is_min: bool) -> Any:
-    c = _Call(name, [a, b], fmt, rounding, overflow, ftz, daz)
+    c = DeviceCall(name, [a, b], fmt, rounding, overflow, ftz, daz)
     t = c.t
     x, y = t.broadcast_tensors(c.operand(a), c.operand(b))
     r = t.where(x < y, x, y) if is_min else t.where(x > y, x, y)
@@ -322,49 +329,3 @@ def device_maximum(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even",
                    rng: Any = None) -> Any:
     """``ff.maximum`` on the device (NaN wins, +0 > -0)."""
     return _minmax("maximum", a, b, fmt, rounding, overflow, ftz, daz, False)
-
-
-def device_sum(x: Any, fmt: Any, acc_fmt: Any = None, order: str = "sequential",
-               axis: Any = None, *, block: int = 32, out_fmt: Any = None,
-               rounding: Any = "nearest_even", overflow: Any = None, ftz: Any = False,
-               daz: Any = False, rng: Any = None, sr_bits: Any = None) -> Any:
-    """``ff.sum`` on the device for the orders ``sequential`` and ``pairwise`` (the rules
-    of ``floatfmt.accumulate``): the terms are cast to ``fmt``, every accumulation step
-    is the exact sum rounded once to ``acc_fmt`` (default ``fmt``), then one rounding to
-    ``out_fmt`` when given.  Other orders raise NotImplementedError."""
-    if order not in ("sequential", "pairwise"):
-        raise NotImplementedError(f"floatfmt.sum on {x.device}: order={order!r} is not "
-                                  "implemented on the device yet (numpy arrays and CPU tensors "
-                                  "support it)")
-    c = _Call("sum", [x], fmt, rounding, overflow, ftz, daz, sr_bits)
-    acc = _Call("sum", [x], acc_fmt if acc_fmt is not None else fmt, rounding, overflow, ftz,
-                daz, sr_bits)
-    v = c.operand(x)
-    if axis is None:
-        T = v.reshape(-1, 1)
-    else:
-        if v.ndim == 0:
-            raise ValueError("axis given for a scalar input")
-        if not isinstance(axis, int) or isinstance(axis, bool):
-            raise TypeError(f"sum: axis must be an int or None, not {type(axis).__name__}")
-        if not -v.ndim <= axis < v.ndim:
-            raise ValueError(f"sum: axis {axis} is out of range for a {v.ndim}-dimensional input")
-        T = v.movedim(axis, 0)
-    if T.shape[0] == 0:
-        r = c.t.zeros(T.shape[1:], dtype=c.t.float64, device=T.device)
-    elif order == "sequential":
-        r = acc.round(T[0])
-        for k in range(1, T.shape[0]):
-            r = _sum_rounded(acc, r, T[k], "accumulation")
-    else:
-        if T.shape[0] == 1:
-            T = acc.round(T)
-        while T.shape[0] > 1:
-            n, m = T.shape[0], T.shape[0] // 2
-            pair = _sum_rounded(acc, T[0:2 * m:2], T[1:2 * m:2], "accumulation")
-            T = c.t.cat([pair, T[2 * m:]], 0) if n % 2 else pair
-        r = T[0]
-    if out_fmt is not None:
-        o = _Call("sum", [x], out_fmt, rounding, overflow, ftz, daz, sr_bits)
-        r = o.round(r)
-    return r.reshape(()) if axis is None else r
