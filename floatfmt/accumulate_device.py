@@ -15,8 +15,8 @@ routine), in the order asked for:
 ``pairwise``    adjacent pairs added level by level (an odd last one moves up)
 ``kahan``       y = t - c; s' = s + y; c = (s' - s) - y, each rounded to acc_fmt
 ``blocked``     sequential sums of ``block`` terms, then a sequential sum of those
-``exact``       the exact sum (``exact_sum``: an integer superaccumulator in int64
-                limbs), rounded once to ``out_fmt`` (else ``acc_fmt``)
+``exact``       the exact sum (``exact_device.exact_sum``: an integer
+                superaccumulator in int64 limbs), rounded once to ``out_fmt`` (else ``acc_fmt``)
 
 then ``alpha * acc + beta * c`` (``dot`` / ``matmul``: ``ops_device``'s ``mul`` and
 ``fma`` in acc_fmt, c cast to the output format) and one rounding to ``out_fmt``.
@@ -35,13 +35,13 @@ import math
 from typing import Any
 
 from ._names import unknown_name
-from ._xp import namespace
 from .dispatch import check_tensors
+from .exact_device import exact_sum
 from .ops_device import DeviceCall, device_fma, device_mul, rounded_sum
 from .tensorcore_device import device_dot as tensorcore_dot
 from .tensorcore_device import device_matmul as tensorcore_matmul
 
-__all__ = ["DEVICE_ORDERS", "device_sum", "device_dot", "device_matmul", "exact_sum"]
+__all__ = ["DEVICE_ORDERS", "device_sum", "device_dot", "device_matmul"]
 
 #: The orders of the device code (those of ``floatfmt.accumulate.ORDERS``, every one).
 DEVICE_ORDERS = ("sequential", "pairwise", "kahan", "blocked", "exact")
@@ -64,14 +64,14 @@ def _block(block: Any) -> int:
 
 class _Calls:
     """The three roundings of one reduction: inputs (``i``), accumulator (``a``) and
-    output (``o``, the accumulator's when no out_fmt)."""
+    output (``o``, the accumulator's when no out_fmt), drawing from one generator under
+    stochastic rounding (``DeviceCall``)."""
 
     def __init__(self, name: str, operands: list, fmt: Any, acc_fmt: Any, out_fmt: Any,
-                 rounding: Any, overflow: Any, ftz: Any, daz: Any, sr_bits: Any):
-        opts = (rounding, overflow, ftz, daz, sr_bits)
-        self.i = DeviceCall(name, operands, fmt, *opts)
-        self.a = DeviceCall(name, operands, acc_fmt if acc_fmt is not None else fmt, *opts)
-        self.o = DeviceCall(name, operands, out_fmt, *opts) if out_fmt is not None else self.a
+                 rounding: Any, overflow: Any, ftz: Any, daz: Any, sr_bits: Any, rng: Any):
+        self.i = DeviceCall(name, operands, fmt, rounding, overflow, ftz, daz, sr_bits, rng)
+        self.a = self.i.share(name, operands, acc_fmt if acc_fmt is not None else fmt)
+        self.o = self.i.share(name, operands, out_fmt) if out_fmt is not None else self.a
 
 
 # ------------------------------------------------------------------------------- the orders
@@ -142,122 +142,9 @@ def _reduce(T: Any, calls: _Calls, order: str, block: int) -> Any:
         return _kahan((T[k] for k in range(T.shape[0])), a, tuple(T.shape[1:]))
     if order == "blocked":
         return _blocked(T, a, block)
-    v, cls = exact_sum(T, calls.o.ctx.mode)
+    v, cls = exact_sum(T, calls.o.ctx.mode, calls.o.fine)
     calls.o.finish(v, "sum")
     return calls.o.round(v, cls)
-
-
-# ------------------------------------------------------------------ the exact sum (limbs)
-_LIMB = 32  # bits per int64 limb: n pieces below 2**32 add up exactly for n < 2**31
-_MASK = (1 << _LIMB) - 1
-
-
-def _carry(L: Any) -> Any:
-    """Carries propagated upward (floor shifts): limbs 0..-2 in [0, 2**32), the top one
-    holds the sign."""
-    for i in range(L.shape[0] - 1):
-        c = L[i] >> _LIMB
-        L[i] -= c << _LIMB
-        L[i + 1] += c
-    return L
-
-
-def _window(L: Any, lo: Any, width: Any, t: Any) -> Any:
-    """The integer of bits lo .. lo + width - 1 (width <= 54, per column) of the
-    non-negative limbs L (nl, m), zero above the top limb."""
-    k = lo // _LIMB
-    off = lo - k * _LIMB
-    nl = L.shape[0]
-
-    def limb(i: Any) -> Any:
-        return t.gather(L, 0, i.clamp(max=nl - 1)[None])[0] * (i < nl)
-
-    def mask(w: Any) -> Any:
-        return (t.ones_like(w) << w.clamp(min=0, max=62)) - 1
-
-    v = limb(k) >> off
-    v = v + ((limb(k + 1) & mask(width - (_LIMB - off))) << (_LIMB - off))
-    v = v + ((limb(k + 2) & mask(width - (2 * _LIMB - off))) << (2 * _LIMB - off))
-    return v & mask(width)
-
-
-def _below(L: Any, lo: Any, t: Any) -> Any:
-    """Whether any bit below position lo (per column) of the limbs L is set."""
-    k = lo // _LIMB
-    off = lo - k * _LIMB
-    nz = (L != 0).to(t.int64).cumsum(0)  # nonzero limbs up to and including each index
-    whole = t.gather(nz, 0, (k - 1).clamp(min=0)[None])[0] * (k > 0) > 0
-    part = t.gather(L, 0, k.clamp(max=L.shape[0] - 1)[None])[0] & ((t.ones_like(off) << off) - 1)
-    return whole | (part != 0)
-
-
-def exact_sum(T: Any, mode: str) -> tuple[Any, Any]:
-    """The exact sum over axis 0 of the float64 tensor T as (t, class): t truncated
-    toward zero to float64, the uint8 remainder class of ``round_values``' ``sticky``.
-
-    Each finite term m * 2**q (m a 53-bit integer) is cut into 32-bit pieces added
-    (``scatter_add``: integers, exact in any order) into int64 limbs of a fixed point
-    anchored at the smallest q; carries are propagated, a negative sum negated, and
-    the top 53 bits, the next 54 and whether any bit lies below give t and the class.
-    Specials as ``accumulate``'s: NaN, or Inf and -Inf, give NaN; an Inf gives it; an
-    exact zero sum is -0 when every term is -0 and, in mode ``down``, unless every
-    term is +0.  Needs |t| below 2**1023 (sums of values and products of formats up
-    to fp32)."""
-    xp = namespace(T)
-    t = xp.t
-    n = T.shape[0]
-    rest = tuple(T.shape[1:])
-    X = T.reshape(n, -1)
-    m = X.shape[1]
-    dev = X.device
-    fin = t.isfinite(X)
-    nan = t.isnan(X).any(0) | ((X == math.inf).any(0) & (X == -math.inf).any(0))
-    inf = t.where((X == math.inf).any(0), math.inf, t.where((X == -math.inf).any(0), -math.inf, 0.0))
-    Xf = t.where(fin, X, t.zeros((), dtype=X.dtype, device=dev))
-    neg0 = ((Xf == 0) & t.signbit(Xf)).all(0)
-    pos0 = ((Xf == 0) & ~t.signbit(Xf)).all(0)
-    mant, ex = t.frexp(Xf)
-    M = (mant * 2.0 ** 53).to(t.int64)  # exact, |M| < 2**53
-    q = ex.to(t.int64) - 53
-    nz = M != 0
-    out = t.zeros(m, dtype=t.float64, device=dev)
-    cls = t.zeros(m, dtype=t.uint8, device=dev)
-    if bool(nz.any()):
-        qmin = int(q[nz].min())
-        b = t.where(nz, q - qmin, 0)
-        limb, shift = b // _LIMB, b % _LIMB
-        nl = int(limb.max()) + 5  # 53 + 31 bits span 3 limbs; one more for the carries of n
-        A, sign = M.abs(), t.sign(M)
-        L = t.zeros((nl, m), dtype=t.int64, device=dev)
-        lo, hi = (A & _MASK) << shift, (A >> _LIMB) << shift  # < 2**63, < 2**52
-        for piece, at in ((lo & _MASK, limb), (lo >> _LIMB, limb + 1),
-                          (hi & _MASK, limb + 1), (hi >> _LIMB, limb + 2)):
-            L.scatter_add_(0, at, sign * piece)
-        L = _carry(L)
-        negative = L[-1] < 0
-        L = _carry(t.where(negative, -L, L))
-        any_bit = (L != 0).any(0)
-        top = t.where(L != 0, t.arange(nl, device=dev)[:, None], -1).amax(0).clamp(min=0)
-        _, bl = t.frexp(t.gather(L, 0, top[None])[0].to(t.float64))  # bits of the top limb
-        length = top * _LIMB + bl.to(t.int64)  # bits of the integer sum
-        p = (length - 53).clamp(min=0)  # its ulp's position
-        mant_i = _window(L, p, length - p, t)
-        # the 54 bits below the ulp (fewer below bit 0: shifted up), then a sticky bit
-        r_lo = (p - 54).clamp(min=0)
-        R = _window(L, r_lo, p - r_lo, t) << (54 - (p - r_lo))
-        R = R | _below(L, r_lo, t).to(t.int64)
-        val = xp.ldexp(mant_i.to(t.float64), p + qmin)  # exact: a normal float64
-        out = t.where(any_bit, t.where(negative, -val, val), out)
-        half = 1 << 53
-        cls = t.where(R == 0, 0, t.where(R < half, 1, t.where(R == half, 2, 3))).to(t.uint8)
-        cls = t.where(any_bit, cls, t.zeros_like(cls))
-    zero = (out == 0) & (cls == 0)
-    neg_zero = ~pos0 if mode == "down" else neg0
-    out = t.where(zero & neg_zero, -0.0, out)
-    special = nan | (inf != 0)
-    out = t.where(nan, math.nan, t.where(inf != 0, inf, out))
-    cls = t.where(special, t.zeros_like(cls), cls)
-    return out.reshape(rest), cls.reshape(rest)
 
 
 # --------------------------------------------------------------------------------- sum
@@ -270,7 +157,7 @@ def device_sum(x: Any, fmt: Any, acc_fmt: Any = None, order: str = "sequential",
     ``axis=None``)."""
     order = _order(order)
     block = _block(block)
-    calls = _Calls("sum", [x], fmt, acc_fmt, out_fmt, rounding, overflow, ftz, daz, sr_bits)
+    calls = _Calls("sum", [x], fmt, acc_fmt, out_fmt, rounding, overflow, ftz, daz, sr_bits, rng)
     v = calls.i.operand(x)
     if axis is None:
         T = v.reshape(-1, 1)
@@ -350,11 +237,12 @@ def _epilogue(r: Any, alpha: Any, beta: Any, c: Any, acc: DeviceCall, out: Devic
 
 def _product(kind: str, a: Any, b: Any, fmt: Any, acc_fmt: Any, order: str, out_fmt: Any,
              alpha: Any, beta: Any, c: Any, block: int, rounding: Any, overflow: Any,
-             ftz: Any, daz: Any, sr_bits: Any) -> Any:
+             ftz: Any, daz: Any, rng: Any, sr_bits: Any) -> Any:
     order = _order(order)
     block = _block(block)
     check_tensors(f"floatfmt.{kind}", [a, b, c])
-    calls = _Calls(kind, [a, b], fmt, acc_fmt, out_fmt, rounding, overflow, ftz, daz, sr_bits)
+    calls = _Calls(kind, [a, b], fmt, acc_fmt, out_fmt, rounding, overflow, ftz, daz, sr_bits,
+                   rng)
     x, y = calls.i.operand(a), calls.i.operand(b)
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError(f"{kind} needs arrays, not scalars (use mul)")
@@ -372,7 +260,8 @@ def _product(kind: str, a: Any, b: Any, fmt: Any, acc_fmt: Any, order: str, out_
         res = _products("matmul", x, y, calls, order, block)
         res = res[..., 0, :] if x1 else res
         res = res[..., 0] if y1 else res
-    options = dict(rounding=rounding, overflow=overflow, ftz=ftz, daz=daz)
+    options = dict(rounding=rounding, overflow=overflow, ftz=ftz, daz=daz,
+                   rng=calls.i.generator, sr_bits=sr_bits)
     if order == "exact":  # already rounded once to the output format
         if alpha != 1.0 or (c is not None and beta != 0.0):
             res = _epilogue(res, alpha, beta, c, calls.o, calls.o, options)
@@ -393,7 +282,7 @@ def device_dot(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = "se
                               beta=beta, c=c, block=block, rounding=rounding,
                               overflow=overflow, ftz=ftz, daz=daz, rng=rng, sr_bits=sr_bits)
     return _product("dot", a, b, fmt, acc_fmt, order, out_fmt, alpha, beta, c, block,
-                    rounding, overflow, ftz, daz, sr_bits)
+                    rounding, overflow, ftz, daz, rng, sr_bits)
 
 
 def device_matmul(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = "sequential",
@@ -409,4 +298,4 @@ def device_matmul(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = 
                                  beta=beta, c=c, block=block, rounding=rounding,
                                  overflow=overflow, ftz=ftz, daz=daz, rng=rng, sr_bits=sr_bits)
     return _product("matmul", a, b, fmt, acc_fmt, order, out_fmt, alpha, beta, c, block,
-                    rounding, overflow, ftz, daz, sr_bits)
+                    rounding, overflow, ftz, daz, rng, sr_bits)

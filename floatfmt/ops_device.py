@@ -38,7 +38,8 @@ from ._cast import cast
 from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
 from .dispatch import check_tensors
-from .eft import product_is_exact
+from .eft import product_is_exact, resid_slack
+from .exact_device import exact_sum, resid_from
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 
 __all__ = ["DeviceCall", "rounded_sum", "quotient_sticky", "root_sticky", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
@@ -57,18 +58,21 @@ class _Options:
 class DeviceCall:
     """One device call: its name, device, resolved options (``ctx``), format (``fmt``),
     namespace (``xp``) and torch module (``t``); ``operand`` casts an operand to the
-    format, ``round`` rounds exact values (with their remainder class) by the one
-    rounding routine, ``finish`` refuses invalid results of formats without NaN.
-    Shared by ``floatfmt.accumulate_device``."""
+    format, ``round`` rounds exact values (with their remainder class, or under
+    stochastic rounding their ``resid``) by the one rounding routine, ``finish``
+    refuses invalid results of formats without NaN.  ``rng``: a ``torch.Generator``
+    on the device, an int seed (a new Generator on the device seeded with it) or None
+    (torch's default generator), made once per call: ``generator`` is what the
+    operands' casts and every rounding of the call draw from, in turn.  Shared by
+    ``floatfmt.accumulate_device``."""
 
     def __init__(self, name: str, operands: list, fmt: Any, rounding: Any, overflow: Any,
-                 ftz: Any, daz: Any, sr_bits: Any = None):
+                 ftz: Any, daz: Any, sr_bits: Any = None, rng: Any = None):
         self.name = f"floatfmt.{name}"
         self.device = check_tensors(self.name, operands)
-        if resolve_mode(rounding) in STOCHASTIC:
-            raise self.no("stochastic rounding")
-        if sr_bits is not None:
-            raise ValueError("sr_bits applies to rounding='stochastic' only")
+        mode = resolve_mode(rounding)
+        if mode not in STOCHASTIC and sr_bits is not None:
+            raise ValueError("sr_bits applies to the stochastic roundings only")
         self.fmt: Format = get_format(fmt)
         self.ctx = _Options(self.fmt, rounding, overflow, bool(ftz), bool(daz))
         if not product_is_exact(self.fmt):
@@ -76,6 +80,10 @@ class DeviceCall:
         tensor = next(x for x in operands if is_tensor(x))
         self.xp = namespace(tensor)
         self.t = self.xp.t
+        #: stochastic rounding: exact results carry their ``resid``, not only the class
+        self.fine = mode in STOCHASTIC
+        self.sr_bits = sr_bits
+        self.generator = self.xp.generator(rng, tensor) if self.fine else None
 
     def no(self, what: str) -> NotImplementedError:
         return NotImplementedError(f"{self.name} on {getattr(self, 'device', 'this device')}: "
@@ -93,7 +101,8 @@ class DeviceCall:
             if isinstance(x, int) and abs(x) > 2 ** 53:
                 raise self.no("a Python int past 2**53 beside tensors")
             x = t.tensor(float(x), dtype=t.float64, device=self.device)
-        v = cast(x, fmt, ctx.rounding, ctx.overflow, ctx.ftz, False, dtype=t.float64).detach()
+        v = cast(x, fmt, ctx.rounding, ctx.overflow, ctx.ftz, False, rng=self.generator,
+                 sr_bits=self.sr_bits, dtype=t.float64).detach()
         if ctx.daz and fmt.kind == "float" and fmt.subnormals:
             tiny = (v.abs() < fmt.smallest_normal) & (v != 0)
             v = t.where(tiny, t.copysign(t.zeros_like(v), v), v)
@@ -110,14 +119,32 @@ class DeviceCall:
         return r
 
     def round(self, v: Any, sticky: Any = None) -> Any:
+        """Round the exact values v (truncated toward zero, with ``sticky``: a uint8
+        class, or an int64 ``resid`` under stochastic rounding)."""
         c = self.ctx
-        return round_values(v, self.fmt, c.mode, c.policy, ftz=c.ftz, sticky=sticky)
+        resid = None
+        if sticky is not None and sticky.dtype == self.t.int64:
+            sticky, resid = None, sticky
+        return round_values(v, self.fmt, c.mode, c.policy, ftz=c.ftz, sticky=sticky,
+                            resid=resid, rng=self.generator, sr_bits=self.sr_bits)
+
+    def share(self, name: str, operands: list, fmt: Any) -> DeviceCall:
+        """A call with the same options in another format, drawing from the same
+        generator (the accumulator's and output's roundings of a reduction)."""
+        c = self.ctx
+        other = DeviceCall(name, operands, fmt, c.rounding, c.overflow, c.ftz, c.daz,
+                           self.sr_bits)
+        other.generator = self.generator
+        other.fine = self.fine
+        return other
 
 
-def _exact_sum(x: Any, y: Any, t: Any) -> tuple[Any, Any]:
+def _exact_sum(x: Any, y: Any, t: Any, fine: bool = False) -> tuple[Any, Any]:
     """Exact x + y as (float64 truncated toward zero, uint8 remainder class 0..3) with
     TwoSum; the class is measured in the step above |s| (the sum lies beyond s) or
-    below it (the sum lies short of s, where t is the next float64 toward zero)."""
+    below it (the sum lies short of s, where t is the next float64 toward zero).
+    ``fine``: the int64 ``resid`` instead of the class (|e| scaled exactly to 2**54
+    units of that step; ``exact_device.resid_from``)."""
     s = x + y
     bb = s - x
     e = (x - (s - bb)) + (y - bb)
@@ -131,8 +158,15 @@ def _exact_sum(x: Any, y: Any, t: Any) -> tuple[Any, Any]:
     tz = t.nextafter(s, zero)
     d = a - tz.abs()
     c_short = t.where(ae2 > d, 1, t.where(ae2 < d, 3, 2))
+    v = t.where(nz & ~beyond, tz, s)
+    if fine:
+        unit = t.where(beyond, up, d)
+        one = t.where(nz, unit, t.ones_like(unit))  # a power of two, exactly
+        W = namespace(s).ldexp(e.abs(), 54 - (t.frexp(one)[1].to(t.int64) - 1))
+        R = resid_from(W, t.zeros_like(W), ~beyond)
+        return v, t.where(nz, R, t.zeros_like(R))
     cls = t.where(nz, t.where(beyond, c_beyond, c_short), 0).to(t.uint8)
-    return t.where(nz & ~beyond, tz, s), cls
+    return v, cls
 
 
 def _zero_signs(v: Any, cls: Any, x: Any, y: Any, mode: str, t: Any) -> Any:
@@ -152,7 +186,7 @@ def rounded_sum(c: DeviceCall, p: Any, z: Any, name: str) -> Any:
     (TwoSum, as ``floatfmt.accumulate``'s step), IEEE zero signs, invalid results
     refused for formats without NaN (``name`` in the message)."""
     p, z = c.t.broadcast_tensors(p, z)
-    v, cls = _exact_sum(p, z, c.t)
+    v, cls = _exact_sum(p, z, c.t, c.fine)
     c.finish(v, name)
     v = _zero_signs(v, cls, p, z, c.ctx.mode, c.t)
     return c.round(v, cls)
@@ -161,21 +195,21 @@ def rounded_sum(c: DeviceCall, p: Any, z: Any, name: str) -> Any:
 def device_add(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.add`` on the device (see the module docstring)."""
-    c = DeviceCall("add", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    c = DeviceCall("add", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng)
     return rounded_sum(c, c.operand(a), c.operand(b), "add")
 
 
 def device_sub(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.sub`` on the device: x + (-y), exactly as the numpy path."""
-    c = DeviceCall("sub", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    c = DeviceCall("sub", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng)
     return rounded_sum(c, c.operand(a), -c.operand(b), "sub")
 
 
 def device_mul(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.mul`` on the device: the float64 product is exact."""
-    c = DeviceCall("mul", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    c = DeviceCall("mul", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng)
     x, y = c.t.broadcast_tensors(c.operand(a), c.operand(b))
     return c.round(c.finish(x * y, "mul"))
 
@@ -185,7 +219,7 @@ def device_fma(a: Any, b: Any, cc: Any, fmt: Any, rounding: Any = "nearest_even"
                sr_bits: Any = None) -> Any:
     """``ff.fma`` on the device: the exact product plus c, rounded once.  (Infinite or NaN
     operands: IEEE's a * b + c, which float64 computes exactly for these formats.)"""
-    c = DeviceCall("fma", [a, b, cc], fmt, rounding, overflow, ftz, daz, sr_bits)
+    c = DeviceCall("fma", [a, b, cc], fmt, rounding, overflow, ftz, daz, sr_bits, rng)
     t = c.t
     x, y, z = t.broadcast_tensors(c.operand(a), c.operand(b), c.operand(cc))
     # the float64 product is exact (a zero one with IEEE's sign; Inf * 0 is NaN)
@@ -219,28 +253,56 @@ def _placed(q: Any, side: Any, inexact: Any, t: Any) -> tuple[Any, Any]:
     return v, cls
 
 
-def quotient_sticky(x: Any, y: Any) -> tuple[Any, Any]:
+def quotient_sticky(x: Any, y: Any, fine: bool = False) -> tuple[Any, Any]:
     """Exact x / y of float64 tensors as (t, class), t truncated toward zero (as
     ``eft.exact_quotient``, for |x|, |y|, |x / y| within 2**-900 .. 2**900): q = fl(x / y)
-    and the sign of the exact residual x - q y (TwoProd) place the quotient."""
-    t = namespace(x).t
+    and the sign of the exact residual x - q y (TwoProd) place the quotient.
+
+    ``fine``: (t, resid), the remainder |r / y| taken as w + delta, w = fl(|r| / |y|),
+    the sign of delta from the exact residual |r| - w |y| (TwoProd again), scaled to
+    2**54 units of the step beyond or below q (``exact_device.resid_from``)."""
+    xp = namespace(x)
+    t = xp.t
     q = x / y
     ok = t.isfinite(q) & (q != 0) & t.isfinite(x) & t.isfinite(y)
     zero = t.zeros((), dtype=q.dtype, device=q.device)
     qs, ys = t.where(ok, q, zero), t.where(ok, y, zero)
     p = qs * ys
     r = (t.where(ok, x, zero) - p) - _two_prod_error(qs, ys, p)
-    return _placed(q, t.sign(r) * t.sign(y) * t.sign(q), ok & (r != 0), t)
+    side, inexact = t.sign(r) * t.sign(y) * t.sign(q), ok & (r != 0)
+    v, cls = _placed(q, side, inexact, t)
+    if not fine:
+        return v, cls
+    one = t.ones((), dtype=q.dtype, device=q.device)
+    ar, ab = r.abs(), t.where(inexact, ys.abs(), one)
+    w = ar / ab
+    p2 = w * ab
+    d_sign = t.sign((ar - p2) - _two_prod_error(w, ab, p2))
+    qa = q.abs()
+    beyond = side > 0
+    unit = t.where(beyond, t.nextafter(qa, t.full_like(qa, math.inf)) - qa, qa - v.abs())
+    unit = t.where(inexact, unit, one)  # a power of two
+    W = xp.ldexp(w, 54 - (t.frexp(unit)[1].to(t.int64) - 1))
+    R = resid_from(W, d_sign, ~beyond)
+    return v, t.where(inexact, R, t.zeros_like(R))
 
 
-def root_sticky(x: Any) -> tuple[Any, Any]:
+def root_sticky(x: Any, fine: bool = False, slack: int = 0) -> tuple[Any, Any]:
     """Exact sqrt(x) of a float64 tensor as (t, class) (as ``eft.exact_sqrt``, for x
     within 2**-900 .. 2**900): t is the largest float64 with t * t <= x, found from
     q = sqrt(x) and its neighbours by the sign of the exact residual x - t t (TwoProd),
     so that a device sqrt off by one ulp (torch's CPU float64 sqrt is, for some inputs)
     changes nothing; the class is 3 where the residual exceeds t * ulp(t) (the root is
-    past the midpoint t + ulp / 2), else 1 (a root is never a midpoint), 0 where exact."""
-    t = namespace(x).t
+    past the midpoint t + ulp / 2), else 1 (a root is never a midpoint), 0 where exact.
+
+    ``fine`` (with ``slack = g``, 6 <= g <= 52, see ``eft.resid_slack``): (t, resid),
+    resid the middle of the 2**g-cell of 2**54 (root - t) / ulp(t) (as
+    ``eft.exact_sqrt`` gives it; a narrower format never reads the low g bits): the
+    cell of the estimate 2**54 (r / 2t) / ulp (within 6 units), and where that is
+    within 16 units of a cell edge c, the exact sign of x - (t + c ulp 2**-54)**2
+    (TwoProd terms summed by ``exact_device.exact_sum``) says which side."""
+    xp = namespace(x)
+    t = xp.t
     ok = t.isfinite(x) & (x > 0)
     zero = t.zeros((), dtype=x.dtype, device=x.device)
     inf = t.full((), math.inf, dtype=x.dtype, device=x.device)
@@ -258,17 +320,46 @@ def root_sticky(x: Any) -> tuple[Any, Any]:
     tt = t.where(r_up >= 0, up, low)
     rt = t.where(r_up >= 0, r_up, resid(low))
     ulp = t.nextafter(tt, inf) - tt
+    v = t.where(ok, tt, t.sqrt(x))
+    if fine:
+        return v, _root_resid(xs, tt, rt, ulp, ok & (rt != 0), slack, xp)
     cls = t.where(ok & (rt != 0), t.where(rt > tt * ulp, 3, 1), 0).to(t.uint8)
-    return t.where(ok, tt, t.sqrt(x)), cls
+    return v, cls
+
+
+def _root_resid(xs: Any, tt: Any, rt: Any, ulp: Any, inexact: Any, g: int, xp: Any) -> Any:
+    """The resid of ``root_sticky`` (fine): cell midpoints (see there)."""
+    t = xp.t
+    if not 6 <= g <= 52:
+        raise ValueError(f"slack must be 6..52 for roots on a device, not {g}")
+    one = t.ones((), dtype=tt.dtype, device=tt.device)
+    eu = t.frexp(t.where(inexact, ulp, one))[1].to(t.int64) - 1  # ulp = 2**eu
+    W = xp.ldexp(rt / t.where(inexact, 2.0 * tt, one), 54 - eu)  # estimate, error < 6 units
+    cell = float(1 << g)
+    j = t.floor(W / cell)
+    off = W - j * cell
+    unsure = inexact & ~((off > 16.0) & (off < cell - 16.0))
+    if bool(unsure.any()):
+        E = t.round(W[unsure] / cell)  # the nearest cell edge (index)
+        tu, eu_u = tt[unsure], eu[unsure]
+        delta = xp.ldexp(E, g + eu_u - 54)  # the edge's distance above t: exact
+        p1, p2 = tu * tu, tu * (2.0 * delta)
+        terms = t.stack([xs[unsure], -p1, -_two_prod_error(tu, tu, p1), -p2,
+                         -_two_prod_error(tu, 2.0 * delta, p2), -(delta * delta)])
+        above = exact_sum(terms, "nearest_even")[0] > 0  # the root lies past the edge
+        j = j.clone()
+        j[unsure] = t.where(above, E, E - 1.0)
+    R = (j.to(t.int64) << g) + (1 << (g - 1))
+    return t.where(inexact, R, t.zeros_like(R))
 
 
 def device_div(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.div`` on the device (``quotient_sticky``); x / 0 is a signed Inf, 0 / 0 and
     Inf / Inf NaN."""
-    c = DeviceCall("div", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    c = DeviceCall("div", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng)
     x, y = c.t.broadcast_tensors(c.operand(a), c.operand(b))
-    v, cls = quotient_sticky(x, y)
+    v, cls = quotient_sticky(x, y, c.fine)
     c.finish(v, "div")
     return c.round(v, cls)
 
@@ -278,15 +369,15 @@ def device_sqrt(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any 
                 sr_bits: Any = None) -> Any:
     """``ff.sqrt`` on the device (``root_sticky``); sqrt(-0) = -0, the root of a
     negative number is NaN."""
-    c = DeviceCall("sqrt", [a], fmt, rounding, overflow, ftz, daz, sr_bits)
-    v, cls = root_sticky(c.operand(a))
+    c = DeviceCall("sqrt", [a], fmt, rounding, overflow, ftz, daz, sr_bits, rng)
+    v, cls = root_sticky(c.operand(a), c.fine, resid_slack(c.fmt))
     c.finish(v, "sqrt")
     return c.round(v, cls)
 
 
 def _unary(name: str, a: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any, daz: Any,
-           negate: bool) -> Any:
-    c = DeviceCall(name, [a], fmt, rounding, overflow, ftz, daz)
+           negate: bool, rng: Any = None) -> Any:
+    c = DeviceCall(name, [a], fmt, rounding, overflow, ftz, daz, rng=rng)
     x = c.operand(a)
     v = -x if negate else x.abs()
     return c.round(c.finish(v, name))
@@ -295,18 +386,18 @@ def _unary(name: str, a: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any, 
 def device_neg(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None) -> Any:
     """``ff.neg`` on the device."""
-    return _unary("neg", a, fmt, rounding, overflow, ftz, daz, True)
+    return _unary("neg", a, fmt, rounding, overflow, ftz, daz, True, rng)
 
 
 def device_abs(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None) -> Any:
     """``ff.abs`` on the device."""
-    return _unary("abs", a, fmt, rounding, overflow, ftz, daz, False)
+    return _unary("abs", a, fmt, rounding, overflow, ftz, daz, False, rng)
 
 
 def _minmax(name: str, a: Any, b: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any,
-            daz: Any, is_min: bool) -> Any:
-    c = DeviceCall(name, [a, b], fmt, rounding, overflow, ftz, daz)
+            daz: Any, is_min: bool, rng: Any = None) -> Any:
+    c = DeviceCall(name, [a, b], fmt, rounding, overflow, ftz, daz, rng=rng)
     t = c.t
     x, y = t.broadcast_tensors(c.operand(a), c.operand(b))
     r = t.where(x < y, x, y) if is_min else t.where(x > y, x, y)
@@ -321,11 +412,11 @@ def device_minimum(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even",
                    overflow: Any = None, ftz: Any = False, daz: Any = False,
                    rng: Any = None) -> Any:
     """``ff.minimum`` on the device (IEEE 754-2019 minimum: NaN wins, -0 < +0)."""
-    return _minmax("minimum", a, b, fmt, rounding, overflow, ftz, daz, True)
+    return _minmax("minimum", a, b, fmt, rounding, overflow, ftz, daz, True, rng)
 
 
 def device_maximum(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even",
                    overflow: Any = None, ftz: Any = False, daz: Any = False,
                    rng: Any = None) -> Any:
     """``ff.maximum`` on the device (NaN wins, +0 > -0)."""
-    return _minmax("maximum", a, b, fmt, rounding, overflow, ftz, daz, False)
+    return _minmax("maximum", a, b, fmt, rounding, overflow, ftz, daz, False, rng)

@@ -217,7 +217,7 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, 
             if sr_bits is None:
                 return rand < f
             return rand < xp.floor(f * float(1 << sr_bits))
-        return rand < _sr_threshold(f, resid, shift, sr_bits)
+        return rand < _sr_threshold(f, resid, shift, sr_bits, xp)
     raise AssertionError(mode)
 
 
@@ -236,7 +236,7 @@ def _p3109_sr_away(mode, f, rand, n, resid, shift, xp=NUMPY):
     def floor_scaled(m):  # floor(nu 2**m), exact
         if resid is None:
             return xp.floor(f * float(1 << m))
-        return _sr_threshold(f, resid, shift, m)
+        return _sr_threshold(f, resid, shift, m, xp)
 
     if mode == "stochastic_a":
         return floor_scaled(n) >= float(1 << n) - rand
@@ -246,18 +246,26 @@ def _p3109_sr_away(mode, f, rand, n, resid, shift, xp=NUMPY):
     if resid is None:
         exact = f * float(1 << (n + 1)) == f2
     else:  # nu 2**(n+1) is an integer iff f's part is and rho 2**(n+1-shift) is (even resid)
-        R = np.asarray(resid, np.int64)
-        d = np.minimum(54 + np.asarray(shift, np.int64) - (n + 1), 62)
-        exact = (f * float(1 << (n + 1)) == f2) & ((R & ((np.int64(1) << d) - 1)) == 0)
+        R, sh = _ints(resid, shift, xp)
+        d = xp.clip(54 + sh - (n + 1), None, 62)
+        exact = (f * float(1 << (n + 1)) == f2) & ((R & ((1 << d) - 1)) == 0)
     half = xp.floor(f2 * 0.5)  # floor(z)
     tie = exact & (f2 - 2.0 * half == 1.0)
     rn = xp.floor((f2 + 1.0) * 0.5) - xp.where(tie & (xp.floor(half * 0.5) * 2.0 == half), 1.0, 0.0)
     return rn >= float(1 << n) - rand
 
 
-def _sr_threshold(f, resid, shift, sr_bits):
+def _ints(resid, shift, xp):
+    """resid and shift as int64 arrays of the namespace (numpy: converted; tensors: as
+    given, int64 tensors on one device)."""
+    if xp is NUMPY:
+        return np.asarray(resid, np.int64), np.asarray(shift, np.int64)
+    return resid, shift
+
+
+def _sr_threshold(f, resid, shift, sr_bits, xp=NUMPY):
     """The stochastic-rounding threshold of the exact fraction p = f + rho * 2**-shift
-    (numpy arrays: only the numpy path carries a remainder ``resid``).
+    (numpy arrays or int64 tensors: ``resid``, ``shift``).
 
     ``f`` is the float64 part's fraction of a quantum (a multiple of 2**-shift),
     ``rho = resid / 2**54`` the rest in units of the float64's ulp (``resid``
@@ -275,19 +283,18 @@ def _sr_threshold(f, resid, shift, sr_bits):
     resid with one shift, because no multiple of 2**(shift + 1) (an even number)
     lies strictly between the even neighbours of an odd resid.
     """
-    R = np.asarray(resid, np.int64)
-    sh = np.asarray(shift, np.int64)
+    R, sh = _ints(resid, shift, xp)
     if sr_bits is None:
         # ceil(rho 2**(53 - shift)) = ceil(R / 2**(shift + 1)); 1 for any R > 0 once
         # 2**(shift + 1) > R (shift >= 54)
-        d = np.minimum(sh + 1, 56)
-        c = ((R + (np.int64(1) << d) - 1) >> d).astype(np.float64)
-        base = np.floor(f * 2.0 ** 53)
-        k = np.where(R == 0, np.ceil(f * 2.0 ** 53), base + c)
+        d = xp.clip(sh + 1, None, 56)
+        c = xp.tofloat((R + (1 << d) - 1) >> d)
+        base = xp.floor(f * 2.0 ** 53)
+        k = xp.where(R == 0, xp.ceil(f * 2.0 ** 53), base + c)
         return k * 2.0 ** -53
     n = int(sr_bits)
-    d = np.minimum(54 - n + sh, 63)  # floor(rho 2**(n - shift)) = R >> (54 - n + shift)
-    return np.floor(f * float(1 << n)) + (R >> d).astype(np.float64)
+    d = xp.clip(54 - n + sh, None, 63)  # floor(rho 2**(n - shift)) = R >> (54 - n + shift)
+    return xp.floor(f * float(1 << n)) + xp.tofloat(R >> d)
 
 
 def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws=None):
@@ -327,16 +334,16 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws
             kq = k if k is not None else ((xp.bits(q) >> 52) & 0x7FF) - 1023
             odd = (t != 0) & (((kq + fmt.bias) & 1) == 1)
         shift = None
-        if mode in STOCHASTIC and resid is not None:  # numpy only (tensors carry no resid)
+        if mode in STOCHASTIC and resid is not None:
             # log2(quantum / x's float64 ulp), >= 0 for every format of at most 53 bits
-            own = np.maximum((x.view(np.int64) >> 52) & 0x7FF, 1) - 1075
+            own = xp.clip((xp.bits(x) >> 52) & 0x7FF, 1, None) - 1075
             if fmt.kind != "float":
                 kq = 0
             elif k is None:
-                kq = ((q.view(np.int64) >> 52) & 0x7FF) - 1023
+                kq = ((xp.bits(q) >> 52) & 0x7FF) - 1023
             else:
                 kq = k
-            shift = np.maximum(kq - own, 0)
+            shift = xp.clip(kq - own, 0, None)
         away = _away(mode, y, t, sticky, fine, rand, sr_bits, xp.signbit(x), resid, shift, xp,
                      odd)
         n = t + xp.copysign(away, x)
@@ -396,9 +403,13 @@ def resid_class(resid):
     return np.where(R == 0, 0, np.where(R < half, 1, np.where(R == half, 2, 3))).astype(np.uint8)
 
 
-def _round_tensor_observed(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out):
+def _round_tensor_observed(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out,
+                           resid=None):
     """``round_values`` on a tensor, reported to the flags observer when one is set."""
-    r = _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
+    if resid is not None:  # the class, for the observer and the deterministic modes
+        sticky = _resid_class_tensor(resid, x)
+    r = _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out,
+                      resid if mode in STOCHASTIC else None)
     observer = OBSERVER.get()
     # CPU tensors in deterministic modes went through the numpy routine, which reported
     if observer is not None and (mode in STOCHASTIC or not host_kernels(x)):
@@ -471,10 +482,11 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
     seed does not depend on the thread count.
     """
     if is_tensor(x):
-        if resid is not None or sr_random is not None:
-            raise TypeError("round_values on a tensor takes no resid= or sr_random= "
-                            "(tensors carry no remainder; random draws come from rng)")
-        return _round_tensor_observed(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
+        if sr_random is not None:
+            raise TypeError("round_values on a tensor takes no sr_random= (random draws come "
+                            "from rng)")
+        return _round_tensor_observed(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky,
+                                      out, resid)
     x = np.asarray(x, dtype=np.float64)
     policy = resolve_overflow(overflow, fmt)
     if mode in STOCHASTIC and rng is None:
@@ -525,7 +537,18 @@ def _draws(sr_random, mode, sr_bits, shape):
     return r.astype(np.float64).reshape(-1)
 
 
-def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out):
+def _resid_class_tensor(resid, x):
+    """``resid_class`` of an int64 tensor on x's device."""
+    xp = namespace(x)
+    t = xp.t
+    if not is_tensor(resid) or resid.device != x.device or resid.dtype != t.int64:
+        raise TypeError("resid for a tensor must be an int64 tensor on the same device")
+    half = 1 << 53
+    return t.where(resid == 0, 0, t.where(resid < half, 1, t.where(resid == half, 2, 3))).to(
+        t.uint8)
+
+
+def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out, resid=None):
     """``round_values`` for a float64 torch tensor; returns a float64 tensor on its device.
 
     CPU tensors (deterministic modes) take the numpy routine on a view of their memory;
@@ -541,7 +564,9 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
         if not is_tensor(sticky) or sticky.device != x.device:
             raise TypeError("sticky for a tensor must be a tensor on the same device")
         sticky = sticky.to(xp.t.uint8) if bool(sticky.any()) else None
-        if sticky is not None and mode in STOCHASTIC:
+        if sticky is None:
+            resid = None
+        if sticky is not None and mode in STOCHASTIC and resid is None:
             raise ValueError("stochastic rounding of a value that float64 does not hold needs "
                              "its exact remainder, which tensors do not carry")
         if sticky is not None and daz_below is not None:
@@ -559,16 +584,19 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
         rng = xp.generator(rng, x)
     if daz_below is not None:
         x, _, _ = _daz(x, None, None, daz_below, xp)
+    if resid is not None:
+        resid = xp.t.broadcast_to(resid, x.shape)
     if x.device.type != "cpu" or x.numel() <= _TORCH_CHUNK:
-        return _general_chunk(x, sticky, fmt, mode, policy, ftz, rng, sr_bits, None, xp)
+        return _general_chunk(x, sticky, fmt, mode, policy, ftz, rng, sr_bits, resid, xp)
     # CPU: cache-sized chunks (the general path makes a dozen temporaries per call)
     xf = x.reshape(-1)
     sf = None if sticky is None else sticky.reshape(-1)
+    rf = None if resid is None else resid.reshape(-1)
     out = xp.t.empty_like(xf)
     for i in range(0, xf.numel(), _TORCH_CHUNK):
         j = i + _TORCH_CHUNK
         out[i:j] = _general_chunk(xf[i:j], None if sf is None else sf[i:j], fmt, mode, policy,
-                                  ftz, rng, sr_bits, None, xp)
+                                  ftz, rng, sr_bits, None if rf is None else rf[i:j], xp)
     return out.reshape(x.shape)
 
 

@@ -153,7 +153,7 @@ def test_device_exact_sum_long_carries_and_wide_ranges():
     for mode in DET_MODES:
         both(lambda v: ff.sum(v, "fp32", "fp32", "exact", 0, rounding=mode), T)
         both(lambda v: ff.dot(v, v, "fp32", "fp32", "exact", rounding=mode), T.T)
-    from floatfmt.accumulate_device import exact_sum
+    from floatfmt.exact_device import exact_sum
     t, cls = exact_sum(torch.from_numpy(T), "nearest_even")
     # oracle: the exact Fraction sum lies in [t, next float64 away from zero) by class
     from fractions import Fraction

@@ -378,8 +378,6 @@ def test_device_ops_refuse_what_they_lack():
     with force_namespace():
         with pytest.raises(NotImplementedError, match="fp64"):
             ff.add(x, x, "fp64")
-        with pytest.raises(NotImplementedError, match="stochastic"):
-            ff.mul(x, x, "bf16", "stochastic", rng=0)
         with pytest.raises(TypeError, match="numpy array mixed"):
             ff.add(x, np.ones(2), "bf16")
 

@@ -1,0 +1,157 @@
+"""Exact float64 results on tensors of any device, written over the array namespace
+(torch ops on the tensor's device; torch is never imported here): the pieces of
+``floatfmt.eft`` that the device arithmetic (``floatfmt.ops_device``,
+``floatfmt.accumulate_device``) needs beyond TwoSum and TwoProd.
+
+``exact_sum``   the exact sum of many float64 terms (an integer superaccumulator in
+                int64 limbs), as ``accumulate``'s exact order computes it on numpy
+``resid_from``  the fine remainder ``resid`` of ``rounding.round_values`` from a
+                remainder given as a float64 W plus a correction of known sign (the
+                namespace form of the rule inside ``eft.to_sticky`` and
+                ``eft.exact_quotient``)
+
+A result is (t, class) or, with ``fine``, (t, resid): t the exact value truncated
+toward zero to float64, the class / resid as ``round_values``' ``sticky`` / ``resid``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._xp import namespace
+
+__all__ = ["exact_sum", "resid_from", "R_ONE"]
+
+#: resid units in one float64 ulp (``round_values``: resid = 2**54 remainder / ulp).
+R_ONE = 1 << 54
+
+
+def resid_from(W: Any, dsign: Any, short: Any) -> Any:
+    """``resid`` (int64 tensor) of nonzero remainders given as 2**54 rho = W + delta
+    (``short`` False) or 2**54 - (W + delta) (``short``): W a float64 tensor >= 0,
+    delta a correction smaller than W's last nonzero unit with the sign ``dsign``
+    (-1, 0, +1; a float64 or integer tensor): floor(2**54 rho), made odd where rho
+    is not a multiple of 2**-54 (rounded to odd, as ``eft.to_sticky``)."""
+    t = namespace(W).t
+    W = t.where(W == 0, 0.5, W)  # nonzero but underflowed: a sliver in (0, 1)
+    fl = t.floor(W)
+    whole = fl == W
+    inexact = ~whole | (dsign != 0)
+    below = fl.to(t.int64) - (whole & (dsign < 0)).to(t.int64)  # floor(W + delta)
+    above = t.ceil(W).to(t.int64) + (whole & (dsign > 0)).to(t.int64)  # ceil(W + delta)
+    R = t.where(short, R_ONE - above, below)
+    return R | inexact.to(t.int64)
+
+_LIMB = 32  # bits per int64 limb: n pieces below 2**32 add up exactly for n < 2**31
+_MASK = (1 << _LIMB) - 1
+
+
+def _carry(L: Any) -> Any:
+    """Carries propagated upward (floor shifts): limbs 0..-2 in [0, 2**32), the top one
+    holds the sign."""
+    for i in range(L.shape[0] - 1):
+        c = L[i] >> _LIMB
+        L[i] -= c << _LIMB
+        L[i + 1] += c
+    return L
+
+
+def _window(L: Any, lo: Any, width: Any, t: Any) -> Any:
+    """The integer of bits lo .. lo + width - 1 (width <= 54, per column) of the
+    non-negative limbs L (nl, m), zero above the top limb."""
+    k = lo // _LIMB
+    off = lo - k * _LIMB
+    nl = L.shape[0]
+
+    def limb(i: Any) -> Any:
+        return t.gather(L, 0, i.clamp(max=nl - 1)[None])[0] * (i < nl)
+
+    def mask(w: Any) -> Any:
+        return (t.ones_like(w) << w.clamp(min=0, max=62)) - 1
+
+    v = limb(k) >> off
+    v = v + ((limb(k + 1) & mask(width - (_LIMB - off))) << (_LIMB - off))
+    v = v + ((limb(k + 2) & mask(width - (2 * _LIMB - off))) << (2 * _LIMB - off))
+    return v & mask(width)
+
+
+def _below(L: Any, lo: Any, t: Any) -> Any:
+    """Whether any bit below position lo (per column) of the limbs L is set."""
+    k = lo // _LIMB
+    off = lo - k * _LIMB
+    nz = (L != 0).to(t.int64).cumsum(0)  # nonzero limbs up to and including each index
+    whole = t.gather(nz, 0, (k - 1).clamp(min=0)[None])[0] * (k > 0) > 0
+    part = t.gather(L, 0, k.clamp(max=L.shape[0] - 1)[None])[0] & ((t.ones_like(off) << off) - 1)
+    return whole | (part != 0)
+
+
+def exact_sum(T: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
+    """The exact sum over axis 0 of the float64 tensor T as (t, class): t truncated
+    toward zero to float64, the uint8 remainder class of ``round_values``' ``sticky``
+    (``fine``: the int64 ``resid`` instead, what stochastic rounding needs).
+
+    Each finite term m * 2**q (m a 53-bit integer) is cut into 32-bit pieces added
+    (``scatter_add``: integers, exact in any order) into int64 limbs of a fixed point
+    anchored at the smallest q; carries are propagated, a negative sum negated, and
+    the top 53 bits, the next 54 and whether any bit lies below give t and the class.
+    Specials as ``accumulate``'s: NaN, or Inf and -Inf, give NaN; an Inf gives it; an
+    exact zero sum is -0 when every term is -0 and, in mode ``down``, unless every
+    term is +0.  Needs |t| below 2**1023 (sums of values and products of formats up
+    to fp32)."""
+    xp = namespace(T)
+    t = xp.t
+    n = T.shape[0]
+    rest = tuple(T.shape[1:])
+    X = T.reshape(n, -1)
+    m = X.shape[1]
+    dev = X.device
+    fin = t.isfinite(X)
+    nan = t.isnan(X).any(0) | ((X == math.inf).any(0) & (X == -math.inf).any(0))
+    inf = t.where((X == math.inf).any(0), math.inf, t.where((X == -math.inf).any(0), -math.inf, 0.0))
+    Xf = t.where(fin, X, t.zeros((), dtype=X.dtype, device=dev))
+    neg0 = ((Xf == 0) & t.signbit(Xf)).all(0)
+    pos0 = ((Xf == 0) & ~t.signbit(Xf)).all(0)
+    mant, ex = t.frexp(Xf)
+    M = (mant * 2.0 ** 53).to(t.int64)  # exact, |M| < 2**53
+    q = ex.to(t.int64) - 53
+    nz = M != 0
+    out = t.zeros(m, dtype=t.float64, device=dev)
+    cls = t.zeros(m, dtype=t.int64 if fine else t.uint8, device=dev)
+    if bool(nz.any()):
+        qmin = int(q[nz].min())
+        b = t.where(nz, q - qmin, 0)
+        limb, shift = b // _LIMB, b % _LIMB
+        nl = int(limb.max()) + 5  # 53 + 31 bits span 3 limbs; one more for the carries of n
+        A, sign = M.abs(), t.sign(M)
+        L = t.zeros((nl, m), dtype=t.int64, device=dev)
+        lo, hi = (A & _MASK) << shift, (A >> _LIMB) << shift  # < 2**63, < 2**52
+        for piece, at in ((lo & _MASK, limb), (lo >> _LIMB, limb + 1),
+                          (hi & _MASK, limb + 1), (hi >> _LIMB, limb + 2)):
+            L.scatter_add_(0, at, sign * piece)
+        L = _carry(L)
+        negative = L[-1] < 0
+        L = _carry(t.where(negative, -L, L))
+        any_bit = (L != 0).any(0)
+        top = t.where(L != 0, t.arange(nl, device=dev)[:, None], -1).amax(0).clamp(min=0)
+        _, bl = t.frexp(t.gather(L, 0, top[None])[0].to(t.float64))  # bits of the top limb
+        length = top * _LIMB + bl.to(t.int64)  # bits of the integer sum
+        p = (length - 53).clamp(min=0)  # its ulp's position
+        mant_i = _window(L, p, length - p, t)
+        # the 54 bits below the ulp (fewer below bit 0: shifted up), then a sticky bit
+        r_lo = (p - 54).clamp(min=0)
+        R = _window(L, r_lo, p - r_lo, t) << (54 - (p - r_lo))
+        R = R | _below(L, r_lo, t).to(t.int64)
+        val = xp.ldexp(mant_i.to(t.float64), p + qmin)  # exact: a normal float64
+        out = t.where(any_bit, t.where(negative, -val, val), out)
+        if not fine:
+            half = 1 << 53
+            R = t.where(R == 0, 0, t.where(R < half, 1, t.where(R == half, 2, 3))).to(t.uint8)
+        cls = t.where(any_bit, R, t.zeros_like(cls))
+    zero = (out == 0) & (cls == 0)
+    neg_zero = ~pos0 if mode == "down" else neg0
+    out = t.where(zero & neg_zero, -0.0, out)
+    special = nan | (inf != 0)
+    out = t.where(nan, math.nan, t.where(inf != 0, inf, out))
+    cls = t.where(special, t.zeros_like(cls), cls)
+    return out.reshape(rest), cls.reshape(rest)
