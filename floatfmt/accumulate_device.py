@@ -24,9 +24,16 @@ Batched shapes are numpy's (``dot``: leading axes broadcast; ``matmul``: 1-D
 operands promoted, leading batch axes broadcast).  ``matmul`` / ``dot`` with a
 ``model`` go to ``floatfmt.tensorcore_device``.
 
+Stochastic rounding: every step rounds its exact result with its ``resid`` (see
+``ops_device``), drawing from one ``torch.Generator`` per call (an int seed: a new
+one seeded with it): first the casts of the operands, then each rounding in the
+order's sequence.  numpy's sums draw from a numpy Generator (by parts of the output,
+``threads.block_rng``), so a seed gives other bits; the law is the same
+(tests/test_torch_sr.py).
+
 Limits (NotImplementedError naming the function and the device, never a host copy):
-formats whose products do not fit float64 (fp64), and stochastic rounding.  Results
-are float64 tensors on the operands' device, not differentiable.
+formats whose products do not fit float64 (fp64).  Results are float64 tensors on
+the operands' device, not differentiable.
 """
 
 from __future__ import annotations

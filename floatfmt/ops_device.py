@@ -22,11 +22,25 @@ rounded once by the one rounding routine:
 * IEEE zero signs: an exact zero sum is +0, except -0 for (-0) + (-0), or in mode
   ``down`` for any exact zero but (+0) + (+0).
 
+Stochastic rounding (every SR mode, ``sr_bits``): the exact results above carry
+their fine remainder ``resid`` (what ``rounding.round_values`` needs for SR: 2**54
+times the remainder's share of the float64 ulp, rounded to odd) instead of the
+class: a sum's TwoSum error scaled exactly; a quotient's remainder as w + delta
+(w = fl(|r| / |y|), delta's sign by TwoProd), as ``eft.exact_quotient``; a root's
+remainder to the 2**g cell a format of its width reads (``eft.resid_slack``), with
+an exact side test near cell edges.  Random numbers come from a ``torch.Generator``
+on the device or an int seed (a new Generator seeded with it), one per call:
+the operands' casts draw first (operand by operand, one number per element), then
+the result's rounding.  numpy's ops draw from a numpy Generator, so the same seed
+gives other bits; tests/test_torch_sr.py proves the remainders equal to
+``floatfmt.eft``'s and the results equal to numpy's rule given the same random
+numbers, and checks the frequency law.
+
 Limits (each raises NotImplementedError naming the function and the device, never a
-host copy): formats whose products do not fit float64 (fp64, wide custom formats),
-and stochastic rounding (its exact remainder is not carried on tensors).  Python
-scalars mix with tensors as in the numpy path; results are float64 tensors on the
-operands' device, not differentiable.
+host copy): formats whose products do not fit float64 (fp64, wide custom formats).
+Python scalars mix with tensors as in the numpy path; results are float64 tensors
+on the operands' device, not differentiable.  ``sum``, ``dot`` and ``matmul`` on the
+device: ``floatfmt.accumulate_device``.
 """
 
 from __future__ import annotations

@@ -459,7 +459,8 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
         not needed) and what stochastic rounding needs: the probability of
         rounding away from zero is then the exact rule below for every format,
         fp64 included.  Stochastic rounding of inexact values (``sticky``
-        nonzero) requires it; the other modes need only the class.
+        nonzero) requires it; the other modes need only the class.  For a
+        tensor x: an int64 tensor on x's device.
     out : optional float64 array of x's shape for the result (may be x itself).
     sr_random : optional integers R in [0, 2**sr_bits), broadcast to x: the random
         numbers of a stochastic mode, used instead of drawing from ``rng``.
