@@ -31,8 +31,10 @@ order's sequence.  numpy's sums draw from a numpy Generator (by parts of the out
 ``threads.block_rng``), so a seed gives other bits; the law is the same
 (tests/test_torch_sr.py).
 
-Limits (NotImplementedError naming the function and the device, never a host copy):
-formats whose products do not fit float64 (fp64).  Results are float64 tensors on
+``sum`` runs in every format, fp64 included (its steps are additions, and the limbs
+of the exact order span the whole float64 range).  Limits (NotImplementedError naming
+the function and the device, never a host copy): ``dot`` / ``matmul`` in formats
+whose products do not fit float64 (fp64).  Results are float64 tensors on
 the operands' device, not differentiable.
 """
 
@@ -75,10 +77,13 @@ class _Calls:
     stochastic rounding (``DeviceCall``)."""
 
     def __init__(self, name: str, operands: list, fmt: Any, acc_fmt: Any, out_fmt: Any,
-                 rounding: Any, overflow: Any, ftz: Any, daz: Any, sr_bits: Any, rng: Any):
-        self.i = DeviceCall(name, operands, fmt, rounding, overflow, ftz, daz, sr_bits, rng)
-        self.a = self.i.share(name, operands, acc_fmt if acc_fmt is not None else fmt)
-        self.o = self.i.share(name, operands, out_fmt) if out_fmt is not None else self.a
+                 rounding: Any, overflow: Any, ftz: Any, daz: Any, sr_bits: Any, rng: Any,
+                 products: bool = True):
+        self.i = DeviceCall(name, operands, fmt, rounding, overflow, ftz, daz, sr_bits, rng,
+                            products)
+        self.a = self.i.share(name, operands, acc_fmt if acc_fmt is not None else fmt, products)
+        self.o = self.i.share(name, operands, out_fmt, products) if out_fmt is not None \
+            else self.a
 
 
 # ------------------------------------------------------------------------------- the orders
@@ -164,7 +169,8 @@ def device_sum(x: Any, fmt: Any, acc_fmt: Any = None, order: str = "sequential",
     ``axis=None``)."""
     order = _order(order)
     block = _block(block)
-    calls = _Calls("sum", [x], fmt, acc_fmt, out_fmt, rounding, overflow, ftz, daz, sr_bits, rng)
+    calls = _Calls("sum", [x], fmt, acc_fmt, out_fmt, rounding, overflow, ftz, daz, sr_bits, rng,
+                   products=False)
     v = calls.i.operand(x)
     if axis is None:
         T = v.reshape(-1, 1)

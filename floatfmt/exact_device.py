@@ -21,10 +21,12 @@ from typing import Any
 
 from ._xp import namespace
 
-__all__ = ["exact_sum", "resid_from", "R_ONE"]
+__all__ = ["exact_sum", "resid_from", "R_ONE", "R_PAST"]
 
 #: resid units in one float64 ulp (``round_values``: resid = 2**54 remainder / ulp).
 R_ONE = 1 << 54
+#: the resid of a finite value past the float64 range (class 3), with t = +-Inf
+R_PAST = 3 << 52
 
 
 def resid_from(W: Any, dsign: Any, short: Any) -> Any:
@@ -97,8 +99,8 @@ def exact_sum(T: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
     the top 53 bits, the next 54 and whether any bit lies below give t and the class.
     Specials as ``accumulate``'s: NaN, or Inf and -Inf, give NaN; an Inf gives it; an
     exact zero sum is -0 when every term is -0 and, in mode ``down``, unless every
-    term is +0.  Needs |t| below 2**1023 (sums of values and products of formats up
-    to fp32)."""
+    term is +0.  A finite sum past the float64 range is +-Inf with class 3 (resid
+    ``R_PAST``), as ``eft.int_to_sticky`` gives it."""
     xp = namespace(T)
     t = xp.t
     n = T.shape[0]
@@ -142,7 +144,10 @@ def exact_sum(T: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
         r_lo = (p - 54).clamp(min=0)
         R = _window(L, r_lo, p - r_lo, t) << (54 - (p - r_lo))
         R = R | _below(L, r_lo, t).to(t.int64)
-        val = xp.ldexp(mant_i.to(t.float64), p + qmin)  # exact: a normal float64
+        # exact: a normal float64, or a subnormal sum (then p = 0: every term is a
+        # multiple of 2**-1074), or past the range: +-Inf, class 3
+        val = xp.ldexp(mant_i.to(t.float64), p + qmin)
+        R = t.where(t.isinf(val), R_PAST, R)
         out = t.where(any_bit, t.where(negative, -val, val), out)
         if not fine:
             half = 1 << 53

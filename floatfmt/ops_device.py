@@ -36,8 +36,15 @@ gives other bits; tests/test_torch_sr.py proves the remainders equal to
 ``floatfmt.eft``'s and the results equal to numpy's rule given the same random
 numbers, and checks the frequency law.
 
+fp64 (and custom formats wider than 26 significant bits): ``add``, ``sub``, ``neg``,
+``abs``, ``minimum``, ``maximum`` run (TwoSum is exact for any float64 operands; a
+sum past the float64 range is +-Inf with class 3, a finite value beyond it, as
+``eft.exact_sum``).
+
 Limits (each raises NotImplementedError naming the function and the device, never a
-host copy): formats whose products do not fit float64 (fp64, wide custom formats).
+host copy): ``mul``, ``fma``, ``div`` and ``sqrt`` in formats whose products do not
+fit float64 (fp64, wide custom formats: they need double-double products and exact
+handling near the float64 range limits, not written yet).
 Python scalars mix with tensors as in the numpy path; results are float64 tensors
 on the operands' device, not differentiable.  ``sum``, ``dot`` and ``matmul`` on the
 device: ``floatfmt.accumulate_device``.
@@ -53,7 +60,7 @@ from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
 from .dispatch import check_tensors
 from .eft import product_is_exact, resid_slack
-from .exact_device import exact_sum, resid_from
+from .exact_device import R_PAST, exact_sum, resid_from
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 
 __all__ = ["DeviceCall", "rounded_sum", "quotient_sticky", "root_sticky", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
@@ -81,7 +88,8 @@ class DeviceCall:
     ``floatfmt.accumulate_device``."""
 
     def __init__(self, name: str, operands: list, fmt: Any, rounding: Any, overflow: Any,
-                 ftz: Any, daz: Any, sr_bits: Any = None, rng: Any = None):
+                 ftz: Any, daz: Any, sr_bits: Any = None, rng: Any = None,
+                 products: bool = True):
         self.name = f"floatfmt.{name}"
         self.device = check_tensors(self.name, operands)
         mode = resolve_mode(rounding)
@@ -89,7 +97,7 @@ class DeviceCall:
             raise ValueError("sr_bits applies to the stochastic roundings only")
         self.fmt: Format = get_format(fmt)
         self.ctx = _Options(self.fmt, rounding, overflow, bool(ftz), bool(daz))
-        if not product_is_exact(self.fmt):
+        if products and not product_is_exact(self.fmt):
             raise self.no(f"the format {self.fmt.name} (its products do not fit float64)")
         tensor = next(x for x in operands if is_tensor(x))
         self.xp = namespace(tensor)
@@ -142,12 +150,12 @@ class DeviceCall:
         return round_values(v, self.fmt, c.mode, c.policy, ftz=c.ftz, sticky=sticky,
                             resid=resid, rng=self.generator, sr_bits=self.sr_bits)
 
-    def share(self, name: str, operands: list, fmt: Any) -> DeviceCall:
+    def share(self, name: str, operands: list, fmt: Any, products: bool = True) -> DeviceCall:
         """A call with the same options in another format, drawing from the same
         generator (the accumulator's and output's roundings of a reduction)."""
         c = self.ctx
         other = DeviceCall(name, operands, fmt, c.rounding, c.overflow, c.ftz, c.daz,
-                           self.sr_bits)
+                           self.sr_bits, products=products)
         other.generator = self.generator
         other.fine = self.fine
         return other
@@ -158,7 +166,9 @@ def _exact_sum(x: Any, y: Any, t: Any, fine: bool = False) -> tuple[Any, Any]:
     TwoSum; the class is measured in the step above |s| (the sum lies beyond s) or
     below it (the sum lies short of s, where t is the next float64 toward zero).
     ``fine``: the int64 ``resid`` instead of the class (|e| scaled exactly to 2**54
-    units of that step; ``exact_device.resid_from``)."""
+    units of that step; ``exact_device.resid_from``).  Finite operands whose float64
+    sum overflows (fp64): +-Inf with class 3 (resid ``R_PAST``), a finite value past
+    the float64 range, as ``eft.exact_sum``."""
     s = x + y
     bb = s - x
     e = (x - (s - bb)) + (y - bb)
@@ -168,6 +178,7 @@ def _exact_sum(x: Any, y: Any, t: Any, fine: bool = False) -> tuple[Any, Any]:
     a, ae2 = s.abs(), 2.0 * e.abs()
     beyond = t.sign(e) == t.sign(s)
     up = t.nextafter(a, t.full_like(a, math.inf)) - a
+    up = t.where(t.isinf(up), 2.0 ** 971, up)  # the step above the largest double
     c_beyond = t.where(ae2 < up, 1, 2)
     tz = t.nextafter(s, zero)
     d = a - tz.abs()
@@ -178,9 +189,15 @@ def _exact_sum(x: Any, y: Any, t: Any, fine: bool = False) -> tuple[Any, Any]:
         one = t.where(nz, unit, t.ones_like(unit))  # a power of two, exactly
         W = namespace(s).ldexp(e.abs(), 54 - (t.frexp(one)[1].to(t.int64) - 1))
         R = resid_from(W, t.zeros_like(W), ~beyond)
-        return v, t.where(nz, R, t.zeros_like(R))
+        R = t.where(nz, R, t.zeros_like(R))
+        return v, t.where(_past(s, x, y, t), R_PAST, R)
     cls = t.where(nz, t.where(beyond, c_beyond, c_short), 0).to(t.uint8)
-    return v, cls
+    return v, t.where(_past(s, x, y, t), 3, cls).to(t.uint8)
+
+
+def _past(s: Any, x: Any, y: Any, t: Any) -> Any:
+    """Where finite x + y has an infinite float64 sum s (past the float64 range)."""
+    return t.isinf(s) & t.isfinite(x) & t.isfinite(y)
 
 
 def _zero_signs(v: Any, cls: Any, x: Any, y: Any, mode: str, t: Any) -> Any:
@@ -209,14 +226,14 @@ def rounded_sum(c: DeviceCall, p: Any, z: Any, name: str) -> Any:
 def device_add(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.add`` on the device (see the module docstring)."""
-    c = DeviceCall("add", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng)
+    c = DeviceCall("add", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
     return rounded_sum(c, c.operand(a), c.operand(b), "add")
 
 
 def device_sub(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.sub`` on the device: x + (-y), exactly as the numpy path."""
-    c = DeviceCall("sub", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng)
+    c = DeviceCall("sub", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
     return rounded_sum(c, c.operand(a), -c.operand(b), "sub")
 
 
@@ -391,7 +408,7 @@ def device_sqrt(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any 
 
 def _unary(name: str, a: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any, daz: Any,
            negate: bool, rng: Any = None) -> Any:
-    c = DeviceCall(name, [a], fmt, rounding, overflow, ftz, daz, rng=rng)
+    c = DeviceCall(name, [a], fmt, rounding, overflow, ftz, daz, rng=rng, products=False)
     x = c.operand(a)
     v = -x if negate else x.abs()
     return c.round(c.finish(v, name))
@@ -411,7 +428,7 @@ def device_abs(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any =
 
 def _minmax(name: str, a: Any, b: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any,
             daz: Any, is_min: bool, rng: Any = None) -> Any:
-    c = DeviceCall(name, [a, b], fmt, rounding, overflow, ftz, daz, rng=rng)
+    c = DeviceCall(name, [a, b], fmt, rounding, overflow, ftz, daz, rng=rng, products=False)
     t = c.t
     x, y = t.broadcast_tensors(c.operand(a), c.operand(b))
     r = t.where(x < y, x, y) if is_min else t.where(x > y, x, y)

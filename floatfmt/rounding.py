@@ -311,7 +311,7 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws
     fine = False
     if sticky is not None and fmt.kind == "float" and fmt.mbits == 52:
         # x's own float64 ulp (np.spacing would give inf at the largest double)
-        own = xp.maximum((xp.bits(x) >> 52) & 0x7FF, 1) - 1075
+        own = xp.clip((xp.bits(x) >> 52) & 0x7FF, 1, None) - 1075
         fine = xp.pow2(own) == (q if k is None else xp.pow2(k))
     code_parity = fmt.rules == "p3109" and fmt.mbits == 0
     if sticky is None and mode in ("nearest_even", "toward_zero", "up", "down") and not (

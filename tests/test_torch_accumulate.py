@@ -178,8 +178,6 @@ def test_device_accumulation_refuses_what_it_lacks():
     x = torch.ones(3)
     with force_namespace():
         with pytest.raises(NotImplementedError, match="fp64"):
-            ff.sum(x, "fp64", order="kahan")
-        with pytest.raises(NotImplementedError, match="fp64"):
             ff.matmul(x[None], x[:, None], "fp64")
         with pytest.raises(ValueError, match="order"):
             ff.dot(x, x, "bf16", order="kahn")
@@ -187,3 +185,44 @@ def test_device_accumulation_refuses_what_it_lacks():
             ff.sum(x, "bf16", order="blocked", block=0)
         with pytest.raises(ValueError, match="do not align"):
             ff.matmul(torch.ones(2, 3), torch.ones(2, 3), "bf16")
+
+
+def fp64_terms(n: int, m: int, seed: int) -> np.ndarray:
+    """float64 terms over the whole range (subnormals, the largest double), with columns
+    that overflow and come back, ties at half an ulp, subnormal sums, exact
+    cancellations, Inf, Inf - Inf and NaN."""
+    rng = np.random.default_rng(seed)
+    T = np.ldexp(rng.uniform(1, 2, (n, m)), rng.integers(-1075, 1024, (n, m)))
+    T *= np.where(rng.random((n, m)) < 0.5, -1.0, 1.0)
+    T[:, 1:m // 2] = T[:, 1:m // 2] * 2.0 ** -900  # narrower ranges: real roundings
+    big = np.finfo(np.float64).max
+    T[:, 0] = [big, big, -big] + [0.0] * (n - 3)
+    T[:, 1] = [1.0, 2.0 ** -53, 2.0 ** -53] + [0.0] * (n - 3)
+    T[:, 2] = [1.0, -2.0 ** -54, 2.0 ** -110] + [0.0] * (n - 3)
+    T[:, 3] = [5e-324, 3 * 5e-324, -2.0 ** -1022] + [0.0] * (n - 3)
+    T[:, 4] = [big, 2.0 ** 970, 2.0 ** 970] + [0.0] * (n - 3)
+    T[:, 5] = [0.5, -0.5, -0.0] + [-0.0] * (n - 3)
+    T[1, 6], T[2, 7], T[3, 7], T[4, 8] = np.inf, np.inf, -np.inf, np.nan
+    return T
+
+
+def test_device_fp64_additions_and_sums_equal_numpy():
+    """fp64 on the device where no product is needed: add, sub, neg, abs, minimum,
+    maximum and sum in every order (TwoSum is exact for float64 operands; a sum past the
+    float64 range is carried as +-Inf with class 3), every deterministic mode, ftz / daz."""
+    T = fp64_terms(7, 40, 51)
+    a, b = T[0], T[1]
+    b2 = np.concatenate([b[:20], -a[20:30], a[30:] * 2.0 ** -53])  # cancellations, near ties
+    for mode in DET_MODES:
+        for op in ("add", "sub", "minimum", "maximum"):
+            both(lambda p, q: getattr(ff, op)(p, q, "fp64", mode), a, b2)
+        both(lambda p: ff.neg(p, "fp64", mode), a)
+        both(lambda p: ff.abs(p, "fp64", mode, daz=True), a)
+        for order in ORDERS:
+            both(lambda v: ff.sum(v, "fp64", "fp64", order, 0, block=3, rounding=mode), T)
+        both(lambda v: ff.sum(v, "fp64", "fp32", "pairwise", 0, rounding=mode, out_fmt="bf16"), T)
+    both(lambda p, q: ff.add(p, q, "fp64", ftz=True, daz=True), a, b2)
+    with force_namespace():
+        for call in (lambda x: ff.mul(x, x, "fp64"), lambda x: ff.dot(x, x, "fp64")):
+            with pytest.raises(NotImplementedError, match="fp64"):
+                call(torch.ones(3, dtype=torch.float64))

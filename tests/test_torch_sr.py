@@ -202,3 +202,25 @@ def test_device_sr_bad_generators_are_refused():
             ff.add(x, x, "bf16", sr_bits=4)
         with pytest.raises(ValueError, match="needs sr_bits"):
             ff.add(x, x, "bf16", "stochastic_a", rng=0)
+
+
+def test_device_fp64_sr_additions_equal_numpy_given_the_same_random_numbers():
+    """fp64 add / sub under SR: the remainder is TwoSum's error (sums past the float64
+    range included); replayed draws give numpy's bits."""
+    n = 3000
+    a, b = spread(n, 11, -60, 60), spread(n, 12, -60, 60) * 2.0 ** -50
+    big = np.finfo(np.float64).max
+    a[:3], b[:3] = [big, -big, 5e-324], [big, 2.0 ** 969, 5e-324]  # past the range, ties
+    for op, sign in (("add", 1.0), ("sub", -1.0)):
+        for mode, bits in (("stochastic", 7), ("stochastic", 52), ("stochastic_b", 9)):
+            g = torch.Generator().manual_seed(bits)
+            with force_namespace():
+                got = getattr(ff, op)(torch.from_numpy(a), torch.from_numpy(b), "fp64", mode,
+                                      rng=g, sr_bits=bits)
+            g = torch.Generator().manual_seed(bits)
+            draws = [torch.randint(0, 1 << bits, (n,), generator=g, dtype=torch.int64)
+                     for _ in range(3)]
+            t, R = eft.exact_sum(a, sign * b, True)
+            want = round_values(t, ff.get_format("fp64"), mode, None, resid=R, sr_bits=bits,
+                                sr_random=draws[2].numpy())
+            assert np.array_equal(got.numpy(), want, equal_nan=True), (op, mode, bits)
