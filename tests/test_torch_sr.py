@@ -32,12 +32,7 @@ from floatfmt.rounding import STOCHASTIC, round_values
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def spread(n: int, seed: int, lo: int = -40, hi: int = 40) -> np.ndarray:
