@@ -82,16 +82,20 @@ def _below(L: Any, lo: Any, t: Any) -> Any:
     """Whether any bit below position lo (per column) of the limbs L is set."""
     k = lo // _LIMB
     off = lo - k * _LIMB
+    nl = L.shape[0]
     nz = (L != 0).to(t.int64).cumsum(0)  # nonzero limbs up to and including each index
-    whole = t.gather(nz, 0, (k - 1).clamp(min=0)[None])[0] * (k > 0) > 0
-    part = t.gather(L, 0, k.clamp(max=L.shape[0] - 1)[None])[0] & ((t.ones_like(off) << off) - 1)
-    return whole | (part != 0)
+    whole = t.gather(nz, 0, (k - 1).clamp(min=0, max=nl - 1)[None])[0] * (k > 0) > 0
+    part = t.gather(L, 0, k.clamp(max=nl - 1)[None])[0] & ((t.ones_like(off) << off) - 1)
+    return whole | ((part != 0) & (k < nl))
 
 
-def exact_sum(T: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
+def exact_sum(T: Any, mode: str, fine: bool = False, scale: Any = None) -> tuple[Any, Any]:
     """The exact sum over axis 0 of the float64 tensor T as (t, class): t truncated
     toward zero to float64, the uint8 remainder class of ``round_values``' ``sticky``
     (``fine``: the int64 ``resid`` instead, what stochastic rounding needs).
+    ``scale``: an int64 tensor of T's shape, the terms being T * 2**scale (finite
+    terms; the exact products of ``ops_device`` give mantissa products and their
+    TwoProd errors with the operands' exponents here, as neither fits float64 alone).
 
     Each finite term m * 2**q (m a 53-bit integer) is cut into 32-bit pieces added
     (``scatter_add``: integers, exact in any order) into int64 limbs of a fixed point
@@ -100,7 +104,8 @@ def exact_sum(T: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
     Specials as ``accumulate``'s: NaN, or Inf and -Inf, give NaN; an Inf gives it; an
     exact zero sum is -0 when every term is -0 and, in mode ``down``, unless every
     term is +0.  A finite sum past the float64 range is +-Inf with class 3 (resid
-    ``R_PAST``), as ``eft.int_to_sticky`` gives it."""
+    ``R_PAST``), as ``eft.int_to_sticky`` gives it; one below 2**-1022 is truncated to
+    a multiple of 2**-1074 (a subnormal float64, the class measured in that unit)."""
     xp = namespace(T)
     t = xp.t
     n = T.shape[0]
@@ -117,6 +122,8 @@ def exact_sum(T: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
     mant, ex = t.frexp(Xf)
     M = (mant * 2.0 ** 53).to(t.int64)  # exact, |M| < 2**53
     q = ex.to(t.int64) - 53
+    if scale is not None:
+        q = q + scale.reshape(n, -1)
     nz = M != 0
     out = t.zeros(m, dtype=t.float64, device=dev)
     cls = t.zeros(m, dtype=t.int64 if fine else t.uint8, device=dev)
@@ -138,7 +145,8 @@ def exact_sum(T: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
         top = t.where(L != 0, t.arange(nl, device=dev)[:, None], -1).amax(0).clamp(min=0)
         _, bl = t.frexp(t.gather(L, 0, top[None])[0].to(t.float64))  # bits of the top limb
         length = top * _LIMB + bl.to(t.int64)  # bits of the integer sum
-        p = (length - 53).clamp(min=0)  # its ulp's position
+        # its ulp's position: 53 bits below the top, but not below 2**-1074
+        p = t.maximum(length - 53, -1074 - t.full_like(length, qmin)).clamp(min=0)
         mant_i = _window(L, p, length - p, t)
         # the 54 bits below the ulp (fewer below bit 0: shifted up), then a sticky bit
         r_lo = (p - 54).clamp(min=0)

@@ -201,6 +201,32 @@ def fp64_terms(n: int, m: int, seed: int) -> np.ndarray:
     return T
 
 
+def test_device_fp64_products_equal_numpy():
+    """fp64 mul and fma on the device (``ops_device.exact_products``: mantissa products,
+    their TwoProd errors and c summed exactly with the operands' exponents): products
+    past the float64 range, subnormal and underflowing products, exact cancellations
+    a * b - a * b, Inf / NaN / zero operands, every deterministic mode, ftz / daz."""
+    rng = np.random.default_rng(52)
+    n = 3000
+    a, b, c = (np.ldexp(rng.uniform(1, 2, n), rng.integers(-700, 700, n))
+               * np.where(rng.random(n) < 0.5, -1.0, 1.0) for _ in range(3))
+    c[:1000] = np.ldexp(c[:1000], rng.integers(-300, 300, 1000))
+    big = np.finfo(np.float64).max
+    a[:10] = [0.0, -0.0, np.inf, -np.inf, np.nan, big, 5e-324, -2.0 ** -1022, 3.0, 1.5]
+    b[:10] = [-0.0, -0.0, 0.0, 2.0, 1.0, big, 0.75, 2.0 ** -40, np.inf, -5e-324]
+    b[10:200] = 2.0 ** -1074 / a[10:200] * rng.uniform(0.1, 3000, 190)  # subnormal products
+    a[200:300] = np.ldexp(rng.uniform(1, 2, 100), 500)
+    b[200:300] = np.ldexp(rng.uniform(0.8, 3.2, 100), 523) / a[200:300] * 2.0 ** 500
+    with np.errstate(over="ignore"):  # products past the range: c = +-Inf there
+        c[300:400] = -a[300:400] * b[300:400]  # cancellations (c is the rounded product)
+    c[400:410] = [np.inf, -np.inf, np.nan, 0.0, -0.0, 5e-324, big, -big, 1.0, -1.0]
+    for mode in DET_MODES:
+        both(lambda p, q: ff.mul(p, q, "fp64", mode), a, b)
+        both(lambda p, q, r: ff.fma(p, q, r, "fp64", mode), a, b, c)
+    both(lambda p, q, r: ff.fma(p, q, r, "fp64", ftz=True, daz=True), a, b, c)
+    both(lambda p, q: ff.mul(p, q, "fp64", "down", ftz=True), a, b)
+
+
 def test_device_fp64_additions_and_sums_equal_numpy():
     """fp64 on the device where no product is needed: add, sub, neg, abs, minimum,
     maximum and sum in every order (TwoSum is exact for float64 operands; a sum past the
@@ -218,6 +244,7 @@ def test_device_fp64_additions_and_sums_equal_numpy():
         both(lambda v: ff.sum(v, "fp64", "fp32", "pairwise", 0, rounding=mode, out_fmt="bf16"), T)
     both(lambda p, q: ff.add(p, q, "fp64", ftz=True, daz=True), a, b2)
     with force_namespace():
-        for call in (lambda x: ff.mul(x, x, "fp64"), lambda x: ff.dot(x, x, "fp64")):
+        for call in (lambda x: ff.div(x, x, "fp64"), lambda x: ff.sqrt(x, "fp64"),
+                     lambda x: ff.dot(x, x, "fp64")):
             with pytest.raises(NotImplementedError, match="fp64"):
                 call(torch.ones(3, dtype=torch.float64))

@@ -372,7 +372,7 @@ def test_device_ops_refuse_what_they_lack():
     x = torch.tensor([1.0, 2.0])
     with force_namespace():
         with pytest.raises(NotImplementedError, match="fp64"):
-            ff.mul(x, x, "fp64")  # products of fp64 values do not fit float64
+            ff.div(x, x, "fp64")  # fp64 quotients: not on the device yet
         with pytest.raises(TypeError, match="numpy array mixed"):
             ff.add(x, np.ones(2), "bf16")
 

@@ -219,3 +219,29 @@ def test_device_fp64_sr_additions_equal_numpy_given_the_same_random_numbers():
             want = round_values(t, ff.get_format("fp64"), mode, None, resid=R, sr_bits=bits,
                                 sr_random=draws[2].numpy())
             assert np.array_equal(got.numpy(), want, equal_nan=True), (op, mode, bits)
+
+
+def test_device_fp64_sr_products_equal_numpy_given_the_same_random_numbers():
+    """fp64 mul / fma under SR: the resid of the limbs' exact sum of p, e (and c) is
+    eft's; replayed draws (the result's come after one batch per operand) give numpy's
+    bits, subnormal and past-the-range products included."""
+    n = 3000
+    a, b, c = spread(n, 13, -500, 500), spread(n, 14, -500, 500), spread(n, 15, -900, 900)
+    b[:100] = 2.0 ** -1074 / a[:100] * np.linspace(0.3, 700, 100)  # subnormal products
+    c[100:200] = -a[100:200] * b[100:200] * (1 + 2.0 ** -40)  # near cancellations
+    fp64 = ff.get_format("fp64")
+    for op, k, ex in (("mul", 2, lambda: eft.exact_product(a, b, False, fine=True)),
+                      ("fma", 3, lambda: eft.exact_fma(a, b, c, False, fine=True))):
+        for mode, bits in (("stochastic", 9), ("stochastic", 52), ("stochastic_c", 6)):
+            args = (a, b) if op == "mul" else (a, b, c)
+            g = torch.Generator().manual_seed(bits)
+            with force_namespace():
+                got = getattr(ff, op)(*(torch.from_numpy(v) for v in args), "fp64", mode,
+                                      rng=g, sr_bits=bits)
+            g = torch.Generator().manual_seed(bits)
+            draws = [torch.randint(0, 1 << bits, (n,), generator=g, dtype=torch.int64)
+                     for _ in range(k + 1)]
+            t, R = ex()
+            want = round_values(t, fp64, mode, None, resid=R, sr_bits=bits,
+                                sr_random=draws[k].numpy())
+            assert np.array_equal(got.numpy(), want, equal_nan=True), (op, mode, bits)
