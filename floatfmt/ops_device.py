@@ -274,8 +274,8 @@ def device_fma(a: Any, b: Any, cc: Any, fmt: Any, rounding: Any = "nearest_even"
     fin = t.isfinite(x) & t.isfinite(y) & (x != 0) & (y != 0)
     one = t.ones((), dtype=x.dtype, device=x.device)
     xs, ys = t.where(fin, x, one), t.where(fin, y, one)  # a zero or special product: exact
-    v0, c0 = _exact_sum(*t.broadcast_tensors(t.where(fin, t.zeros_like(x), x * y), z), t,
-                        c.fine)
+    pz, zz = t.broadcast_tensors(t.where(fin, t.zeros_like(x), x * y), z)
+    v0, c0 = _exact_sum(pz, zz, t, c.fine)
     v0 = _zero_signs(v0, c0, x * y, z, c.ctx.mode, t)
     zf = t.isfinite(z)
     v1, c1 = exact_products(xs, ys, t.where(fin & zf, z, t.zeros_like(z)), c.ctx.mode, c.fine)
