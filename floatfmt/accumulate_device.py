@@ -31,10 +31,11 @@ order's sequence.  numpy's sums draw from a numpy Generator (by parts of the out
 ``threads.block_rng``), so a seed gives other bits; the law is the same
 (tests/test_torch_sr.py).
 
-``sum`` runs in every format, fp64 included (its steps are additions, and the limbs
-of the exact order span the whole float64 range).  Limits (NotImplementedError naming
-the function and the device, never a host copy): ``dot`` / ``matmul`` in formats
-whose products do not fit float64 (fp64).  Results are float64 tensors on
+fp64 (formats whose products do not fit float64): ``sum`` as above (its steps are
+additions; the limbs of the exact order span the whole float64 range); ``dot`` /
+``matmul`` as ``accumulate`` does it: ``sequential`` rounds an exact fused step
+x_k y_k + acc (``ops_device.fma_parts``), ``exact`` sums every product's two
+``product_terms`` once, the other orders round each exact product to acc_fmt first.  Results are float64 tensors on
 the operands' device, not differentiable.
 """
 
@@ -46,7 +47,9 @@ from typing import Any
 from ._names import unknown_name
 from .dispatch import check_tensors
 from .exact_device import exact_sum
-from .ops_device import DeviceCall, device_fma, device_mul, rounded_sum
+from .eft import product_is_exact
+from .ops_device import (DeviceCall, device_fma, device_mul, fma_parts, product_parts,
+                         product_terms, rounded_sum)
 from .tensorcore_device import device_dot as tensorcore_dot
 from .tensorcore_device import device_matmul as tensorcore_matmul
 
@@ -217,6 +220,12 @@ def _products(kind: str, x: Any, y: Any, calls: _Calls, order: str, block: int) 
     if n == 0:
         return t.zeros(out_shape, dtype=t.float64, device=x.device)
     a = calls.a
+    if not product_is_exact(calls.i.fmt):
+        if kind == "dot":
+            pair = lambda k: (x[..., k], y[..., k])  # noqa: E731
+        else:
+            pair = lambda k: (x[..., :, k, None], y[..., None, k, :])  # noqa: E731
+        return _wide_products(pair, n, out_shape, calls, order, block)
     if order == "sequential":
         return _seq((term(k) for k in range(n)), a)
     if order == "kahan":
@@ -232,6 +241,39 @@ def _products(kind: str, x: Any, y: Any, calls: _Calls, order: str, block: int) 
         shape = out_shape[:-2] + (xs.shape[-2], out_shape[-1])
         parts.append(_reduce(stacked(xs, shape), calls, order, block))
     return t.cat(parts, -2) if parts else t.zeros(out_shape, dtype=t.float64, device=x.device)
+
+
+def _wide_products(pair: Any, n: int, out_shape: tuple, calls: _Calls, order: str,
+                   block: int) -> Any:
+    """The orders for formats whose products do not fit float64 (fp64), as
+    ``accumulate``: ``sequential`` an exact fused step acc = round(x_k y_k + acc)
+    (``ops_device.fma_parts``); ``exact`` every product's two ``product_terms`` summed
+    exactly once; the others round each product to acc_fmt first."""
+    a, t = calls.a, calls.i.t
+    mode = a.ctx.mode
+
+    def xy(k: int) -> tuple[Any, Any]:
+        p, q = pair(k)
+        return t.broadcast_to(p, out_shape), t.broadcast_to(q, out_shape)
+
+    if order == "sequential":
+        acc = None
+        for k in range(n):
+            p, q = xy(k)
+            v, cls = product_parts(p, q, mode, a.fine) if acc is None else \
+                fma_parts(p, q, acc, mode, a.fine)
+            acc = a.round(a.finish(v, "accumulation"), cls)
+        return acc
+    if order == "exact":
+        parts = [product_terms(*xy(k)) for k in range(n)]
+        o = calls.o
+        v, cls = exact_sum(t.cat([T for T, _ in parts]), o.ctx.mode, o.fine,
+                           t.cat([S for _, S in parts]))
+        return o.round(o.finish(v, "dot"), cls)
+    terms = [a.round(*product_parts(*xy(k), mode, a.fine)) for k in range(n)]
+    if order == "kahan":
+        return _kahan(iter(terms), a, out_shape)
+    return _reduce(t.stack(terms), calls, order, block)
 
 
 def _epilogue(r: Any, alpha: Any, beta: Any, c: Any, acc: DeviceCall, out: DeviceCall,
@@ -255,7 +297,7 @@ def _product(kind: str, a: Any, b: Any, fmt: Any, acc_fmt: Any, order: str, out_
     block = _block(block)
     check_tensors(f"floatfmt.{kind}", [a, b, c])
     calls = _Calls(kind, [a, b], fmt, acc_fmt, out_fmt, rounding, overflow, ftz, daz, sr_bits,
-                   rng)
+                   rng, products=False)
     x, y = calls.i.operand(a), calls.i.operand(b)
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError(f"{kind} needs arrays, not scalars (use mul)")

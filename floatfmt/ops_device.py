@@ -39,10 +39,11 @@ numbers, and checks the frequency law.
 fp64 (and custom formats wider than 26 significant bits): ``add``, ``sub``, ``neg``,
 ``abs``, ``minimum``, ``maximum`` run (TwoSum is exact for any float64 operands; a
 sum past the float64 range is +-Inf with class 3, a finite value beyond it, as
-``eft.exact_sum``); so do ``mul`` and ``fma`` (``exact_products``: the product of
-the operands' frexp mantissas is exact as p + e by TwoProd with Veltkamp's split, and
-p, e with the operands' exponents, plus c, are summed exactly in integer limbs,
-which also truncates subnormal results and carries results past the range).
+``eft.exact_sum``); so do ``mul`` and ``fma`` (``product_parts`` / ``fma_parts``:
+the product of the operands' frexp mantissas is exact as p + e by TwoProd with
+Veltkamp's split, and p, e with the operands' exponents, plus c, are summed exactly
+in integer limbs, which also truncates subnormal results and carries results past
+the range).
 
 Limits (each raises NotImplementedError naming the function and the device, never a
 host copy): ``div`` and ``sqrt`` in formats whose products do not fit float64 (fp64,
@@ -66,7 +67,7 @@ from .eft import product_is_exact, resid_slack
 from .exact_device import R_PAST, exact_sum, resid_from
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 
-__all__ = ["DeviceCall", "rounded_sum", "exact_products", "quotient_sticky", "root_sticky", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
+__all__ = ["DeviceCall", "rounded_sum", "product_terms", "exact_products", "product_parts", "fma_parts", "quotient_sticky", "root_sticky", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
            "device_sqrt", "device_neg", "device_abs", "device_minimum", "device_maximum"]
 
 
@@ -243,18 +244,13 @@ def device_sub(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflo
 def device_mul(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.mul`` on the device: the float64 product is exact for formats up to fp32;
-    wider ones (fp64) take ``exact_products``."""
+    wider ones (fp64) take ``product_parts``."""
     c = DeviceCall("mul", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
     x, y = c.t.broadcast_tensors(c.operand(a), c.operand(b))
     if product_is_exact(c.fmt):
         return c.round(c.finish(x * y, "mul"))
-    t = c.t
-    fin = t.isfinite(x) & t.isfinite(y) & (x != 0) & (y != 0)
-    one = t.ones((), dtype=x.dtype, device=x.device)
-    v, cls = exact_products(t.where(fin, x, one), t.where(fin, y, one), None, c.ctx.mode,
-                            c.fine)
-    v = t.where(fin, v, x * y)  # zeros, Inf and NaN: IEEE's product, exact
-    return c.round(c.finish(v, "mul"), t.where(fin, cls, t.zeros_like(cls)))
+    v, cls = product_parts(x, y, c.ctx.mode, c.fine)
+    return c.round(c.finish(v, "mul"), cls)
 
 
 def device_fma(a: Any, b: Any, cc: Any, fmt: Any, rounding: Any = "nearest_even",
@@ -262,52 +258,83 @@ def device_fma(a: Any, b: Any, cc: Any, fmt: Any, rounding: Any = "nearest_even"
                sr_bits: Any = None) -> Any:
     """``ff.fma`` on the device: the exact product plus c, rounded once.  (Infinite or NaN
     operands: IEEE's a * b + c, which float64 computes exactly for these formats.)
-    Formats wider than fp32 (fp64): ``exact_products`` where a * b is finite and
-    nonzero and c finite; a zero or non-finite product as before; a finite nonzero
-    product plus an infinite or NaN c gives c."""
+    Formats wider than fp32 (fp64): ``fma_parts``."""
     c = DeviceCall("fma", [a, b, cc], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
     t = c.t
     x, y, z = t.broadcast_tensors(c.operand(a), c.operand(b), c.operand(cc))
     if product_is_exact(c.fmt):
         # the float64 product is exact (a zero one with IEEE's sign; Inf * 0 is NaN)
         return rounded_sum(c, x * y, z, "fma")
+    v, cls = fma_parts(x, y, z, c.ctx.mode, c.fine)
+    return c.round(c.finish(v, "fma"), cls)
+
+
+def product_parts(x: Any, y: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
+    """Exact x * y of float64 tensors of any magnitude as (t, class or resid):
+    ``exact_products`` where both are finite and nonzero; elsewhere IEEE's product,
+    which is exact (a signed zero, +-Inf, NaN)."""
+    t = namespace(x).t
+    x, y = t.broadcast_tensors(x, y)
     fin = t.isfinite(x) & t.isfinite(y) & (x != 0) & (y != 0)
     one = t.ones((), dtype=x.dtype, device=x.device)
-    xs, ys = t.where(fin, x, one), t.where(fin, y, one)  # a zero or special product: exact
-    pz, zz = t.broadcast_tensors(t.where(fin, t.zeros_like(x), x * y), z)
-    v0, c0 = _exact_sum(pz, zz, t, c.fine)
-    v0 = _zero_signs(v0, c0, x * y, z, c.ctx.mode, t)
+    v, cls = exact_products(t.where(fin, x, one), t.where(fin, y, one), None, mode, fine)
+    return t.where(fin, v, x * y), t.where(fin, cls, t.zeros_like(cls))
+
+
+def fma_parts(x: Any, y: Any, z: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
+    """Exact x * y + z of float64 tensors of any magnitude as (t, class or resid):
+    ``exact_products`` where x y is finite and nonzero and z finite; a finite nonzero
+    product plus an infinite or NaN z gives z; a zero or non-finite product (exact in
+    float64) plus z is the exact sum of the two, with IEEE's zero signs."""
+    t = namespace(x).t
+    x, y, z = t.broadcast_tensors(x, y, z)
+    fin = t.isfinite(x) & t.isfinite(y) & (x != 0) & (y != 0)
+    one = t.ones((), dtype=x.dtype, device=x.device)
+    xs, ys = t.where(fin, x, one), t.where(fin, y, one)
+    pz = t.where(fin, t.zeros_like(x), x * y)
+    v0, c0 = _exact_sum(pz, z, t, fine)
+    v0 = _zero_signs(v0, c0, x * y, z, mode, t)
     zf = t.isfinite(z)
-    v1, c1 = exact_products(xs, ys, t.where(fin & zf, z, t.zeros_like(z)), c.ctx.mode, c.fine)
+    v1, c1 = exact_products(xs, ys, t.where(fin & zf, z, t.zeros_like(z)), mode, fine)
     v = t.where(fin, t.where(zf, v1, z), v0)
-    cls = t.where(fin, t.where(zf, c1, t.zeros_like(c1)), c0)
-    return c.round(c.finish(v, "fma"), cls)
+    return v, t.where(fin, t.where(zf, c1, t.zeros_like(c1)), c0)
+
+
+def product_terms(x: Any, y: Any) -> tuple[Any, Any]:
+    """Two float64 terms and their int64 exponents (stacked on a new axis 0) whose exact
+    sum T[0] 2**S[0] + T[1] 2**S[1] is x * y, for float64 tensors of any magnitude: the
+    frexp mantissas' product p and its TwoProd error e (exact: the mantissas lie in
+    [1/2, 1)) with the exponent sum; a zero, infinite or NaN product (exact in float64)
+    as itself twice with exponent 0 (so that a sum of them keeps IEEE's signs and
+    specials in ``exact_device.exact_sum``)."""
+    t = namespace(x).t
+    x, y = t.broadcast_tensors(x, y)
+    fin = t.isfinite(x) & t.isfinite(y) & (x != 0) & (y != 0)
+    one = t.ones((), dtype=x.dtype, device=x.device)
+    mx, ex = t.frexp(t.where(fin, x, one))
+    my, ey = t.frexp(t.where(fin, y, one))
+    p = mx * my
+    e = _two_prod_error(mx, my, p)
+    xy = x * y
+    E = t.where(fin, (ex + ey).to(t.int64), 0)
+    return t.stack([t.where(fin, p, xy), t.where(fin, e, t.where(xy == 0, xy, 0.0))]), \
+        t.stack([E, E])
 
 
 def exact_products(x: Any, y: Any, z: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
     """Exact x * y (+ z) of finite float64 tensors, x and y nonzero, as (t, class), or
     (t, resid) with ``fine``, for any magnitudes (fp64 and custom formats whose
-    products do not fit float64): x = mx 2**ex, y = my 2**ey with mx, my in [1/2, 1)
-    (frexp), mx my = p + e exactly (TwoProd: no range limit at these magnitudes), and
-    p 2**(ex+ey) + e 2**(ex+ey) (+ z) summed exactly by ``exact_device.exact_sum``
-    (its ``scale``), which also truncates subnormal results to 2**-1074 and carries a
-    product past the float64 range as +-Inf with class 3.  An exact zero x y + z is
-    +0, -0 in mode ``down`` (IEEE's sign of such a sum)."""
+    products do not fit float64): the two ``product_terms`` (+ z) summed exactly by
+    ``exact_device.exact_sum`` (its ``scale``), which also truncates subnormal results
+    to 2**-1074 and carries a result past the float64 range as +-Inf with class 3.  An
+    exact zero x y + z is +0, -0 in mode ``down`` (IEEE's sign of such a sum)."""
     t = namespace(x).t
-    x, y = t.broadcast_tensors(x, y)
+    T, S = product_terms(x, y)
     if z is not None:
-        x, y, z = t.broadcast_tensors(x, y, z)
-    mx, ex = t.frexp(x)
-    my, ey = t.frexp(y)
-    p = mx * my
-    e = _two_prod_error(mx, my, p)
-    E = (ex + ey).to(t.int64)
-    terms, scales = [p, e], [E, E]
-    if z is not None:
-        terms.append(z)
-        scales.append(t.zeros_like(E))
-    v, cls = exact_sum(t.stack(terms), mode, fine, t.stack(scales))
-    return v.reshape(x.shape), cls.reshape(x.shape)
+        z = t.broadcast_to(z, T.shape[1:])
+        T, S = t.cat([T, z[None]]), t.cat([S, t.zeros_like(S[:1])])
+    v, cls = exact_sum(T, mode, fine, S)
+    return v.reshape(T.shape[1:]), cls.reshape(T.shape[1:])
 
 
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitter

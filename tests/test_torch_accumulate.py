@@ -173,7 +173,7 @@ def test_device_accumulation_refuses_what_it_lacks():
     x = torch.ones(3)
     with force_namespace():
         with pytest.raises(NotImplementedError, match="fp64"):
-            ff.matmul(x[None], x[:, None], "fp64")
+            ff.div(x, x, "fp64")
         with pytest.raises(ValueError, match="order"):
             ff.dot(x, x, "bf16", order="kahn")
         with pytest.raises(ValueError, match="block"):
@@ -227,6 +227,27 @@ def test_device_fp64_products_equal_numpy():
     both(lambda p, q: ff.mul(p, q, "fp64", "down", ftz=True), a, b)
 
 
+def test_device_fp64_dot_and_matmul_every_order_equal_numpy():
+    """fp64 products in every order (sequential: exact fused steps; exact: every
+    product's two terms summed once; the others: products rounded to acc_fmt first):
+    products past the float64 range, subnormal ones, cancellations, zeros of both signs,
+    Inf and NaN, fp64 and narrower accumulators."""
+    rng = np.random.default_rng(53)
+    a = np.ldexp(rng.uniform(1, 2, (2, 3, 6)), rng.integers(-600, 600, (2, 3, 6)))
+    b = np.ldexp(rng.uniform(1, 2, (6, 4)), rng.integers(-600, 600, (6, 4)))
+    a *= np.where(rng.random(a.shape) < 0.5, -1.0, 1.0)
+    a[0, 0, :2], b[:2, 0] = [2.0 ** 600, -2.0 ** 600], [2.0 ** 500, 2.0 ** 500]  # cancel
+    a[0, 1, :], b[:, 1] = -0.0, 0.0  # a row of zero products (signs)
+    a[1, 0, 3], b[3, 2] = 2.0 ** -600, 2.0 ** -480  # a subnormal product
+    a[1, 2, 4], b[5, 3], a[1, 1, 5] = np.inf, np.nan, -np.inf
+    for order in ORDERS:
+        for mode in DET_MODES:
+            both(lambda p, q: ff.matmul(p, q, "fp64", "fp64", order, block=2, rounding=mode),
+                 a, b)
+        both(lambda p, q: ff.dot(p, q, "fp64", "bf16", order), a, a[:, ::-1])
+        both(lambda p, q: ff.matmul(p, q, "fp64", "fp32", order, out_fmt="fp16"), a[0, 2], b)
+
+
 def test_device_fp64_additions_and_sums_equal_numpy():
     """fp64 on the device where no product is needed: add, sub, neg, abs, minimum,
     maximum and sum in every order (TwoSum is exact for float64 operands; a sum past the
@@ -244,7 +265,6 @@ def test_device_fp64_additions_and_sums_equal_numpy():
         both(lambda v: ff.sum(v, "fp64", "fp32", "pairwise", 0, rounding=mode, out_fmt="bf16"), T)
     both(lambda p, q: ff.add(p, q, "fp64", ftz=True, daz=True), a, b2)
     with force_namespace():
-        for call in (lambda x: ff.div(x, x, "fp64"), lambda x: ff.sqrt(x, "fp64"),
-                     lambda x: ff.dot(x, x, "fp64")):
+        for call in (lambda x: ff.div(x, x, "fp64"), lambda x: ff.sqrt(x, "fp64")):
             with pytest.raises(NotImplementedError, match="fp64"):
                 call(torch.ones(3, dtype=torch.float64))
