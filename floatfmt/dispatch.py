@@ -26,9 +26,9 @@ The rule, and why:
   every order and ``dot`` / ``matmul`` without a model in every order
   (``floatfmt.accumulate_device``), and ``matmul`` / ``dot`` with a tensor-core
   ``model`` (``floatfmt.tensorcore_device``).  Functions, formats or options that
-  have no device implementation yet (``mma``, ``quantize``, ``fake_quant``, and for
-  fp64 and other formats whose products do not fit float64: ``div`` and ``sqrt``;
-  their additions, products, fma, sums, dot and matmul run) raise ``NotImplementedError`` naming the function and the device,
+  have no device implementation yet (``mma``, ``quantize``, ``fake_quant``, and
+  ``sqrt`` under stochastic rounding in fp64 and other formats whose products do not
+  fit float64; every other op, sum and product runs in them) raise ``NotImplementedError`` naming the function and the device,
   never a silent copy to the host and back.
 * The device code is proven equal to the numpy kernels on CPU tensors: inside
   ``force_namespace()`` (or with the environment variable

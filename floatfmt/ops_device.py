@@ -43,12 +43,15 @@ sum past the float64 range is +-Inf with class 3, a finite value beyond it, as
 the product of the operands' frexp mantissas is exact as p + e by TwoProd with
 Veltkamp's split, and p, e with the operands' exponents, plus c, are summed exactly
 in integer limbs, which also truncates subnormal results and carries results past
-the range).
+the range); and ``div`` / ``sqrt`` (``wide_quotient`` / ``wide_root``: the
+mantissas' quotient or root by ``quotient_sticky`` / ``root_sticky`` in range, scaled
+back; a subnormal quotient truncated to 2**-1074 with its remainder from the dropped
+bits and the mantissa quotient's own).
 
 Limits (each raises NotImplementedError naming the function and the device, never a
-host copy): ``div`` and ``sqrt`` in formats whose products do not fit float64 (fp64,
-wide custom formats: their quotients and roots need the exact handling of subnormal
-quotients and a root's full remainder, not written yet).
+host copy): ``sqrt`` under stochastic rounding in formats whose products do not fit
+float64 (fp64, wide custom formats: SR needs the root's full remainder, which
+``root_sticky`` gives only to a 2**g cell of a narrower format).
 Python scalars mix with tensors as in the numpy path; results are float64 tensors
 on the operands' device, not differentiable.  ``sum``, ``dot`` and ``matmul`` on the
 device: ``floatfmt.accumulate_device``.
@@ -67,7 +70,7 @@ from .eft import product_is_exact, resid_slack
 from .exact_device import R_PAST, exact_sum, resid_from
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 
-__all__ = ["DeviceCall", "rounded_sum", "product_terms", "exact_products", "product_parts", "fma_parts", "quotient_sticky", "root_sticky", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
+__all__ = ["DeviceCall", "rounded_sum", "wide_root", "wide_quotient", "product_terms", "exact_products", "product_parts", "fma_parts", "quotient_sticky", "root_sticky", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
            "device_sqrt", "device_neg", "device_abs", "device_minimum", "device_maximum"]
 
 
@@ -468,9 +471,12 @@ def device_div(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflo
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.div`` on the device (``quotient_sticky``); x / 0 is a signed Inf, 0 / 0 and
     Inf / Inf NaN."""
-    c = DeviceCall("div", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng)
+    c = DeviceCall("div", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
     x, y = c.t.broadcast_tensors(c.operand(a), c.operand(b))
-    v, cls = quotient_sticky(x, y, c.fine)
+    if product_is_exact(c.fmt):
+        v, cls = quotient_sticky(x, y, c.fine)
+    else:
+        v, cls = wide_quotient(x, y, c.fine)
     c.finish(v, "div")
     return c.round(v, cls)
 
@@ -480,10 +486,79 @@ def device_sqrt(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any 
                 sr_bits: Any = None) -> Any:
     """``ff.sqrt`` on the device (``root_sticky``); sqrt(-0) = -0, the root of a
     negative number is NaN."""
-    c = DeviceCall("sqrt", [a], fmt, rounding, overflow, ftz, daz, sr_bits, rng)
-    v, cls = root_sticky(c.operand(a), c.fine, resid_slack(c.fmt))
+    c = DeviceCall("sqrt", [a], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
+    if product_is_exact(c.fmt):
+        v, cls = root_sticky(c.operand(a), c.fine, resid_slack(c.fmt))
+    elif c.fine:
+        raise c.no(f"stochastic rounding of square roots in {c.fmt.name} (the root's full "
+                   "remainder)")
+    else:
+        v, cls = wide_root(c.operand(a))
     c.finish(v, "sqrt")
     return c.round(v, cls)
+
+
+def wide_root(x: Any) -> tuple[Any, Any]:
+    """Exact sqrt(x) of a float64 tensor of any magnitude as (t, class): x = m 2**(2k)
+    with m in [1/2, 2) (frexp, one exponent moved to m when odd), ``root_sticky(m)``
+    scaled back by 2**k (exact: a root of a float64 is a normal float64; the class is
+    relative to the ulp, which scales alike)."""
+    xp = namespace(x)
+    t = xp.t
+    ok = t.isfinite(x) & (x > 0)
+    m, e = t.frexp(t.where(ok, x, t.ones((), dtype=x.dtype, device=x.device)))
+    e = e.to(t.int64)
+    odd = (e & 1) == 1
+    tt, cls = root_sticky(t.where(odd, 2.0 * m, m))
+    v = xp.ldexp(tt, t.div(e - odd.to(t.int64), 2, rounding_mode="floor"))
+    return t.where(ok, v, t.sqrt(x)), t.where(ok, cls, t.zeros_like(cls))
+
+
+def wide_quotient(x: Any, y: Any, fine: bool = False) -> tuple[Any, Any]:
+    """Exact x / y of float64 tensors of any magnitude as (t, class), or (t, resid) with
+    ``fine``: the quotient q' of the frexp mantissas (``quotient_sticky``, in range)
+    scaled by 2**(ex - ey); a result past the float64 range is +-Inf with class 3; a
+    subnormal one is truncated to a multiple of 2**-1074 (k = log2(2**-1074 / ulp) bits
+    of q''s 53-bit integer dropped), its remainder being those bits D plus q''s own
+    remainder rho (never a multiple of the unit when nonzero): class from D against
+    half the unit, resid 2**(54 - k) D + (rho's resid >> k) (k <= 54) or D >> (k - 54),
+    made odd when inexact.  Zeros, Inf and NaN: IEEE's x / y, exact."""
+    xp = namespace(x)
+    t = xp.t
+    x, y = t.broadcast_tensors(x, y)
+    ok = t.isfinite(x) & t.isfinite(y) & (x != 0) & (y != 0)
+    one = t.ones((), dtype=x.dtype, device=x.device)
+    mx, ex = t.frexp(t.where(ok, x, one))
+    my, ey = t.frexp(t.where(ok, y, one))
+    tq, cq = quotient_sticky(mx, my, fine)
+    cq = cq.to(t.int64)
+    E = (ex - ey).to(t.int64)
+    eq = t.frexp(tq)[1].to(t.int64) - 1  # floor(log2 |tq|)
+    top = E + eq
+    v = xp.ldexp(tq, E)  # exact in the normal range
+    k_all = -1022 - top  # bits of q' below the subnormal unit (>= 1 where subnormal)
+    k = k_all.clamp(min=1, max=62)  # for shifts of the 53-bit integer (62: all of it)
+    Mi = xp.ldexp(tq.abs(), 52 - eq).to(t.int64)  # q' as a 53-bit integer
+    K = Mi >> k
+    D = Mi - (K << k)
+    sub = top < -1022
+    vs = t.copysign(xp.ldexp(K.to(t.float64), t.full_like(K, -1074)), tq)
+    if fine:
+        j = (k_all - 54).clamp(min=0, max=62)
+        low = t.where(k <= 54, (D << (54 - k).clamp(min=0)) + (cq >> k), D >> j)
+        lost = t.where(k <= 54, cq != 0, ((D & ((1 << j) - 1)) != 0) | (cq != 0))
+        cs = low | lost.to(t.int64)
+    else:
+        half = 1 << (k - 1)
+        inexact = cq != 0
+        cs = t.where((D == 0) & ~inexact, 0, t.where(D < half, 1, t.where(
+            (D == half) & ~inexact, 2, 3)))
+    past = top >= 1024
+    v = t.where(sub, vs, t.where(past, t.copysign(t.full_like(v, math.inf), tq), v))
+    cls = t.where(sub, cs, t.where(past, R_PAST if fine else 3, cq))
+    v = t.where(ok, v, x / y)
+    cls = t.where(ok, cls, t.zeros_like(cls))
+    return v, cls if fine else cls.to(t.uint8)
 
 
 def _unary(name: str, a: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any, daz: Any,

@@ -172,8 +172,6 @@ def test_device_orders_match_the_numpy_list():
 def test_device_accumulation_refuses_what_it_lacks():
     x = torch.ones(3)
     with force_namespace():
-        with pytest.raises(NotImplementedError, match="fp64"):
-            ff.div(x, x, "fp64")
         with pytest.raises(ValueError, match="order"):
             ff.dot(x, x, "bf16", order="kahn")
         with pytest.raises(ValueError, match="block"):
@@ -264,7 +262,24 @@ def test_device_fp64_additions_and_sums_equal_numpy():
             both(lambda v: ff.sum(v, "fp64", "fp64", order, 0, block=3, rounding=mode), T)
         both(lambda v: ff.sum(v, "fp64", "fp32", "pairwise", 0, rounding=mode, out_fmt="bf16"), T)
     both(lambda p, q: ff.add(p, q, "fp64", ftz=True, daz=True), a, b2)
-    with force_namespace():
-        for call in (lambda x: ff.div(x, x, "fp64"), lambda x: ff.sqrt(x, "fp64")):
-            with pytest.raises(NotImplementedError, match="fp64"):
-                call(torch.ones(3, dtype=torch.float64))
+    with force_namespace(), pytest.raises(NotImplementedError, match="square roots in fp64"):
+        ff.sqrt(torch.ones(3, dtype=torch.float64), "fp64", "stochastic", rng=0)
+
+
+def test_device_fp64_quotients_and_roots_equal_numpy():
+    """fp64 div and sqrt on the device (``ops_device.wide_quotient`` / ``wide_root``):
+    operands over the whole float64 range, so quotients past the range, subnormal ones
+    (truncated to 2**-1074 with the mantissa quotient's remainder) and ones below the
+    smallest subnormal; x / 0, 0 / 0, Inf / Inf, roots of subnormals; every mode."""
+    rng = np.random.default_rng(54)
+    n = 3000
+    a, b = (np.ldexp(rng.uniform(1, 2, n), rng.integers(-1074, 1024, n))
+            * np.where(rng.random(n) < 0.5, -1.0, 1.0) for _ in range(2))
+    a[:10] = [0.0, -0.0, np.inf, np.nan, 1.0, 5e-324, 3.0, -1.0, np.inf, 2.0 ** -1022]
+    b[:10] = [0.0, 2.0, np.inf, 1.0, 0.0, 3.0, 5e-324, -0.0, -2.0, 3.0]
+    ea = np.frexp(a[10:300])[1]  # quotients near and below the subnormal range:
+    b[10:300] = np.ldexp(rng.uniform(1, 2, 290), np.minimum(ea + rng.integers(1015, 1080, 290), 1023))
+    for mode in DET_MODES:
+        both(lambda p, q: ff.div(p, q, "fp64", mode), a, b)
+        both(lambda p: ff.sqrt(p, "fp64", mode), np.abs(a))
+    both(lambda p, q: ff.div(p, q, "fp64", "down", ftz=True, daz=True), a, b)

@@ -245,3 +245,29 @@ def test_device_fp64_sr_products_equal_numpy_given_the_same_random_numbers():
             want = round_values(t, fp64, mode, None, resid=R, sr_bits=bits,
                                 sr_random=draws[k].numpy())
             assert np.array_equal(got.numpy(), want, equal_nan=True), (op, mode, bits)
+
+
+def test_device_fp64_sr_quotients_equal_numpy_given_the_same_random_numbers():
+    """fp64 div under SR (``wide_quotient``): quotients over the whole range, subnormal
+    ones (resid from the dropped bits and the mantissa quotient's own resid) and ones
+    far below the smallest subnormal; replayed draws give numpy's bits."""
+    n = 4000
+    rng = np.random.default_rng(16)
+    a = np.ldexp(rng.uniform(1, 2, n), rng.integers(-1074, 1024, n))
+    b = np.ldexp(rng.uniform(1, 2, n), rng.integers(-1074, 1024, n))
+    ea = np.frexp(a[:600])[1]  # quotients near and below the subnormal range
+    b[:600] = np.ldexp(rng.uniform(1, 2, 600), np.minimum(ea + rng.integers(1015, 1130, 600), 1023))
+    b *= np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    fp64 = ff.get_format("fp64")
+    t, R = eft.exact_quotient(a, b, fine=True)
+    for mode, bits in (("stochastic", 9), ("stochastic", 52), ("stochastic_b", 20)):
+        g = torch.Generator().manual_seed(bits)
+        with force_namespace():
+            got = ff.div(torch.from_numpy(a), torch.from_numpy(b), "fp64", mode, rng=g,
+                         sr_bits=bits)
+        g = torch.Generator().manual_seed(bits)
+        draws = [torch.randint(0, 1 << bits, (n,), generator=g, dtype=torch.int64)
+                 for _ in range(3)]
+        want = round_values(t, fp64, mode, None, resid=R, sr_bits=bits,
+                            sr_random=draws[2].numpy())
+        assert np.array_equal(got.numpy(), want, equal_nan=True), (mode, bits)
