@@ -35,8 +35,9 @@ fp64 (formats whose products do not fit float64): ``sum`` as above (its steps ar
 additions; the limbs of the exact order span the whole float64 range); ``dot`` /
 ``matmul`` as ``accumulate`` does it: ``sequential`` rounds an exact fused step
 x_k y_k + acc (``ops_device.fma_parts``), ``exact`` sums every product's two
-``product_terms`` once, the other orders round each exact product to acc_fmt first.  Results are float64 tensors on
-the operands' device, not differentiable.
+``exact_device.product_terms`` once, the other orders round each exact product to
+acc_fmt first.  Results are float64 tensors on the operands' device, not
+differentiable.
 """
 
 from __future__ import annotations
@@ -46,10 +47,9 @@ from typing import Any
 
 from ._names import unknown_name
 from .dispatch import check_tensors
-from .exact_device import exact_sum
+from .exact_device import exact_sum, product_terms
 from .eft import product_is_exact
-from .ops_device import (DeviceCall, device_fma, device_mul, fma_parts, product_parts,
-                         product_terms, rounded_sum)
+from .ops_device import DeviceCall, device_fma, device_mul, fma_parts, product_parts, rounded_sum
 from .tensorcore_device import device_dot as tensorcore_dot
 from .tensorcore_device import device_matmul as tensorcore_matmul
 

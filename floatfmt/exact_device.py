@@ -5,6 +5,9 @@
 
 ``exact_sum``   the exact sum of many float64 terms (an integer superaccumulator in
                 int64 limbs), as ``accumulate``'s exact order computes it on numpy
+``two_prod_error``, ``product_terms``, ``exact_products``  exact products of float64
+                tensors of any magnitude (Dekker's TwoProd with Veltkamp's split of
+                frexp mantissas, summed with their exponents by ``exact_sum``)
 ``resid_from``  the fine remainder ``resid`` of ``rounding.round_values`` from a
                 remainder given as a float64 W plus a correction of known sign (the
                 namespace form of the rule inside ``eft.to_sticky`` and
@@ -21,7 +24,8 @@ from typing import Any
 
 from ._xp import namespace
 
-__all__ = ["exact_sum", "resid_from", "R_ONE", "R_PAST"]
+__all__ = ["exact_sum", "resid_from", "R_ONE", "R_PAST", "two_prod_error", "product_terms",
+           "exact_products"]
 
 #: resid units in one float64 ulp (``round_values``: resid = 2**54 remainder / ulp).
 R_ONE = 1 << 54
@@ -168,3 +172,55 @@ def exact_sum(T: Any, mode: str, fine: bool = False, scale: Any = None) -> tuple
     out = t.where(nan, math.nan, t.where(inf != 0, inf, out))
     cls = t.where(special, t.zeros_like(cls), cls)
     return out.reshape(rest), cls.reshape(rest)
+
+
+_SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitter
+
+
+def two_prod_error(a: Any, b: Any, p: Any) -> Any:
+    """The exact error a * b - p of p = fl(a * b) (Dekker, Veltkamp's split; exact for
+    the magnitudes of formats up to fp32 and their quotients and roots)."""
+    def split(v: Any) -> tuple[Any, Any]:
+        c = _SPLITTER * v
+        hi = c - (c - v)
+        return hi, v - hi
+    ah, al = split(a)
+    bh, bl = split(b)
+    return ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def product_terms(x: Any, y: Any) -> tuple[Any, Any]:
+    """Two float64 terms and their int64 exponents (stacked on a new axis 0) whose exact
+    sum T[0] 2**S[0] + T[1] 2**S[1] is x * y, for float64 tensors of any magnitude: the
+    frexp mantissas' product p and its TwoProd error e (exact: the mantissas lie in
+    [1/2, 1)) with the exponent sum; a zero, infinite or NaN product (exact in float64)
+    as itself twice with exponent 0 (so that a sum of them keeps IEEE's signs and
+    specials in ``exact_sum``)."""
+    t = namespace(x).t
+    x, y = t.broadcast_tensors(x, y)
+    fin = t.isfinite(x) & t.isfinite(y) & (x != 0) & (y != 0)
+    one = t.ones((), dtype=x.dtype, device=x.device)
+    mx, ex = t.frexp(t.where(fin, x, one))
+    my, ey = t.frexp(t.where(fin, y, one))
+    p = mx * my
+    e = two_prod_error(mx, my, p)
+    xy = x * y
+    E = t.where(fin, (ex + ey).to(t.int64), 0)
+    return t.stack([t.where(fin, p, xy), t.where(fin, e, t.where(xy == 0, xy, 0.0))]), \
+        t.stack([E, E])
+
+
+def exact_products(x: Any, y: Any, z: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
+    """Exact x * y (+ z) of finite float64 tensors, x and y nonzero, as (t, class), or
+    (t, resid) with ``fine``, for any magnitudes (fp64 and custom formats whose
+    products do not fit float64): the two ``product_terms`` (+ z) summed exactly by
+    ``exact_sum`` (its ``scale``), which also truncates subnormal results
+    to 2**-1074 and carries a result past the float64 range as +-Inf with class 3.  An
+    exact zero x y + z is +0, -0 in mode ``down`` (IEEE's sign of such a sum)."""
+    t = namespace(x).t
+    T, S = product_terms(x, y)
+    if z is not None:
+        z = t.broadcast_to(z, T.shape[1:])
+        T, S = t.cat([T, z[None]]), t.cat([S, t.zeros_like(S[:1])])
+    v, cls = exact_sum(T, mode, fine, S)
+    return v.reshape(T.shape[1:]), cls.reshape(T.shape[1:])

@@ -39,7 +39,8 @@ numbers, and checks the frequency law.
 fp64 (and custom formats wider than 26 significant bits): ``add``, ``sub``, ``neg``,
 ``abs``, ``minimum``, ``maximum`` run (TwoSum is exact for any float64 operands; a
 sum past the float64 range is +-Inf with class 3, a finite value beyond it, as
-``eft.exact_sum``); so do ``mul`` and ``fma`` (``product_parts`` / ``fma_parts``:
+``eft.exact_sum``); so do ``mul`` and ``fma`` (``product_parts`` / ``fma_parts``,
+``exact_device.exact_products``:
 the product of the operands' frexp mantissas is exact as p + e by TwoProd with
 Veltkamp's split, and p, e with the operands' exponents, plus c, are summed exactly
 in integer limbs, which also truncates subnormal results and carries results past
@@ -67,10 +68,12 @@ from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
 from .dispatch import check_tensors
 from .eft import product_is_exact, resid_slack
-from .exact_device import R_PAST, exact_sum, resid_from
+from .exact_device import R_PAST, exact_products, exact_sum, resid_from, two_prod_error
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 
-__all__ = ["DeviceCall", "rounded_sum", "wide_root", "wide_quotient", "product_terms", "exact_products", "product_parts", "fma_parts", "quotient_sticky", "root_sticky", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
+__all__ = ["DeviceCall", "rounded_sum", "wide_root", "wide_quotient", "product_parts",
+           "fma_parts", "quotient_sticky", "root_sticky", "device_add", "device_sub",
+           "device_mul", "device_fma", "device_div",
            "device_sqrt", "device_neg", "device_abs", "device_minimum", "device_maximum"]
 
 
@@ -303,58 +306,6 @@ def fma_parts(x: Any, y: Any, z: Any, mode: str, fine: bool = False) -> tuple[An
     return v, t.where(fin, t.where(zf, c1, t.zeros_like(c1)), c0)
 
 
-def product_terms(x: Any, y: Any) -> tuple[Any, Any]:
-    """Two float64 terms and their int64 exponents (stacked on a new axis 0) whose exact
-    sum T[0] 2**S[0] + T[1] 2**S[1] is x * y, for float64 tensors of any magnitude: the
-    frexp mantissas' product p and its TwoProd error e (exact: the mantissas lie in
-    [1/2, 1)) with the exponent sum; a zero, infinite or NaN product (exact in float64)
-    as itself twice with exponent 0 (so that a sum of them keeps IEEE's signs and
-    specials in ``exact_device.exact_sum``)."""
-    t = namespace(x).t
-    x, y = t.broadcast_tensors(x, y)
-    fin = t.isfinite(x) & t.isfinite(y) & (x != 0) & (y != 0)
-    one = t.ones((), dtype=x.dtype, device=x.device)
-    mx, ex = t.frexp(t.where(fin, x, one))
-    my, ey = t.frexp(t.where(fin, y, one))
-    p = mx * my
-    e = _two_prod_error(mx, my, p)
-    xy = x * y
-    E = t.where(fin, (ex + ey).to(t.int64), 0)
-    return t.stack([t.where(fin, p, xy), t.where(fin, e, t.where(xy == 0, xy, 0.0))]), \
-        t.stack([E, E])
-
-
-def exact_products(x: Any, y: Any, z: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
-    """Exact x * y (+ z) of finite float64 tensors, x and y nonzero, as (t, class), or
-    (t, resid) with ``fine``, for any magnitudes (fp64 and custom formats whose
-    products do not fit float64): the two ``product_terms`` (+ z) summed exactly by
-    ``exact_device.exact_sum`` (its ``scale``), which also truncates subnormal results
-    to 2**-1074 and carries a result past the float64 range as +-Inf with class 3.  An
-    exact zero x y + z is +0, -0 in mode ``down`` (IEEE's sign of such a sum)."""
-    t = namespace(x).t
-    T, S = product_terms(x, y)
-    if z is not None:
-        z = t.broadcast_to(z, T.shape[1:])
-        T, S = t.cat([T, z[None]]), t.cat([S, t.zeros_like(S[:1])])
-    v, cls = exact_sum(T, mode, fine, S)
-    return v.reshape(T.shape[1:]), cls.reshape(T.shape[1:])
-
-
-_SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitter
-
-
-def _two_prod_error(a: Any, b: Any, p: Any) -> Any:
-    """The exact error a * b - p of p = fl(a * b) (Dekker, Veltkamp's split; exact for
-    the magnitudes of formats up to fp32 and their quotients and roots)."""
-    def split(v: Any) -> tuple[Any, Any]:
-        c = _SPLITTER * v
-        hi = c - (c - v)
-        return hi, v - hi
-    ah, al = split(a)
-    bh, bl = split(b)
-    return ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
-
 def _placed(q: Any, side: Any, inexact: Any, t: Any) -> tuple[Any, Any]:
     """(t, class) from a float64 result q and the side of it where the exact value lies
     (``side`` > 0: beyond q, away from zero): beyond, t = q and class 1; short, t is the
@@ -382,7 +333,7 @@ def quotient_sticky(x: Any, y: Any, fine: bool = False) -> tuple[Any, Any]:
     zero = t.zeros((), dtype=q.dtype, device=q.device)
     qs, ys = t.where(ok, q, zero), t.where(ok, y, zero)
     p = qs * ys
-    r = (t.where(ok, x, zero) - p) - _two_prod_error(qs, ys, p)
+    r = (t.where(ok, x, zero) - p) - two_prod_error(qs, ys, p)
     side, inexact = t.sign(r) * t.sign(y) * t.sign(q), ok & (r != 0)
     v, cls = _placed(q, side, inexact, t)
     if not fine:
@@ -391,7 +342,7 @@ def quotient_sticky(x: Any, y: Any, fine: bool = False) -> tuple[Any, Any]:
     ar, ab = r.abs(), t.where(inexact, ys.abs(), one)
     w = ar / ab
     p2 = w * ab
-    d_sign = t.sign((ar - p2) - _two_prod_error(w, ab, p2))
+    d_sign = t.sign((ar - p2) - two_prod_error(w, ab, p2))
     qa = q.abs()
     beyond = side > 0
     unit = t.where(beyond, t.nextafter(qa, t.full_like(qa, math.inf)) - qa, qa - v.abs())
@@ -424,7 +375,7 @@ def root_sticky(x: Any, fine: bool = False, slack: int = 0) -> tuple[Any, Any]:
 
     def resid(v: Any) -> Any:
         p = v * v
-        return (xs - p) - _two_prod_error(v, v, p)
+        return (xs - p) - two_prod_error(v, v, p)
 
     q = t.sqrt(xs)
     r = resid(q)
@@ -458,8 +409,8 @@ def _root_resid(xs: Any, tt: Any, rt: Any, ulp: Any, inexact: Any, g: int, xp: A
         tu, eu_u = tt[unsure], eu[unsure]
         delta = xp.ldexp(E, g + eu_u - 54)  # the edge's distance above t: exact
         p1, p2 = tu * tu, tu * (2.0 * delta)
-        terms = t.stack([xs[unsure], -p1, -_two_prod_error(tu, tu, p1), -p2,
-                         -_two_prod_error(tu, 2.0 * delta, p2), -(delta * delta)])
+        terms = t.stack([xs[unsure], -p1, -two_prod_error(tu, tu, p1), -p2,
+                         -two_prod_error(tu, 2.0 * delta, p2), -(delta * delta)])
         above = exact_sum(terms, "nearest_even")[0] > 0  # the root lies past the edge
         j = j.clone()
         j[unsure] = t.where(above, E, E - 1.0)

@@ -200,7 +200,7 @@ def fp64_terms(n: int, m: int, seed: int) -> np.ndarray:
 
 
 def test_device_fp64_products_equal_numpy():
-    """fp64 mul and fma on the device (``ops_device.exact_products``: mantissa products,
+    """fp64 mul and fma on the device (``exact_device.exact_products``: mantissa products,
     their TwoProd errors and c summed exactly with the operands' exponents): products
     past the float64 range, subnormal and underflowing products, exact cancellations
     a * b - a * b, Inf / NaN / zero operands, every deterministic mode, ftz / daz."""
