@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import enum
 import math
+import struct
 import threading
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -750,7 +751,7 @@ class _Buffers:
         self.u = np.empty(size, np.float64)
         self.v = np.empty(size, np.float64)
         self.x = np.empty(size, np.float64)
-        self._w, self.size = None, size
+        self._w, self._f32, self.size = None, None, size
 
     @property
     def w(self):  # only chunks with a sticky part need it
@@ -758,13 +759,21 @@ class _Buffers:
             self._w = np.empty(self.size, np.float64)
         return self._w
 
+    @property
+    def f32(self):  # only binary32 requests (_Kind.F32) need it
+        if self._f32 is None:
+            self._f32 = np.empty(self.size, np.float32)
+        return self._f32
+
 
 class _Kind(enum.Enum):
-    """How the fast path rounds: the three shapes of ``_fast_chunk``."""
+    """How the fast path rounds: the four shapes of ``_fast_chunk``."""
 
     COPY = "copy"    # fp64 itself: every float64 is a value; copy (and clip for saturate)
     INT = "int"      # integer formats: quantum 1, round x itself, then clip to [min, max]
     FLOAT = "float"  # float formats: scale by 2**(mbits - ee), round, scale back
+    F32 = "f32"      # IEEE binary32, nearest-even, Inf past the range: numpy's float64 ->
+                     # float32 conversion (the FPU's IEEE rounding, as rint is for FLOAT)
 
 
 class _Ovf(enum.Enum):
@@ -782,7 +791,7 @@ class _Ovf(enum.Enum):
 
 # module-level aliases: the fast path tests them per chunk (a global is quicker to read
 # than an Enum class attribute)
-_COPY, _INT = _Kind.COPY, _Kind.INT
+_COPY, _INT, _F32 = _Kind.COPY, _Kind.INT, _Kind.F32
 (_O_NONE, _O_CLIP, _O_MAX_NEG, _O_MAX_POS, _O_CLIP_FINITE, _O_NAN, _O_NAN_UP,
  _O_NAN_DOWN) = _Ovf
 
@@ -804,6 +813,7 @@ class _Plan:
     inf_check : nearest-away and stochastic compute inf - inf: chunks with Inf input
         take the general path.
     plus0 : the format has no -0: add +0 at the end.
+    alt : F32: the FLOAT plan, for chunks with a sticky part.
     """
 
     kind: _Kind
@@ -819,19 +829,47 @@ class _Plan:
     back: np.float64 | None = None
     inf_check: bool = False
     plus0: bool = False
+    alt: _Plan | None = None
 
 
 def _plan(fmt, mode, policy, sr_bits):
     """A _Plan when the fast path handles this request, else None (general path)."""
-    return _plan_cached(fmt, mode, policy, sr_bits)
+    p = _plan_cached(fmt, mode, policy, sr_bits)
+    if p is not None and p.kind is _F32 and not _f32_keeps_subnormals():
+        p = _plan_cached(fmt, mode, policy, sr_bits, False)
+    return p
 
 
-def _make_plan(fmt, mode, policy, sr_bits) -> _Plan | None:
-    """The fast path's plan for a request (None: the general path handles it)."""
+# binary32 subnormals, and two ties (to even: down, then up), with their RNE results
+_F32_PROBE = (2.0 ** -140, -3 * 2.0 ** -149, 1 + 2.0 ** -24, -(1 + 3 * 2.0 ** -24))
+_F32_WANT = (2.0 ** -140, -3 * 2.0 ** -149, 1.0, -(1 + 2.0 ** -22))
+_F32_STRUCT = struct.Struct("<4f")  # C double -> float -> double casts: the FPU's, ~0.5 us
+
+
+def _f32_keeps_subnormals() -> bool:
+    """Whether this thread's float32 conversions round to nearest even and keep
+    subnormals: not when the FPU flushes them (flush-to-zero / denormals-are-zero, as
+    ``torch.set_flush_denormal(True)`` sets on x86) or rounds in another mode; then
+    binary32 requests take the FLOAT plan."""
+    return _F32_STRUCT.unpack(_F32_STRUCT.pack(*_F32_PROBE)) == _F32_WANT
+
+
+_BINARY32 = ("float", 8, 23, 127, True, "ieee", True, True, True, "ieee")
+
+
+def _make_plan(fmt, mode, policy, sr_bits, f32=True) -> _Plan | None:
+    """The fast path's plan for a request (None: the general path handles it); ``f32``:
+    whether IEEE binary32 nearest-even may use the conversion plan (``_Kind.F32``)."""
     if policy == "satnone":  # the same rule as these (see resolve_overflow), or general path
         if fmt.inf and mode == "odd" and fmt.inf_code & 1:
             return None
         policy = "inf" if fmt.inf else "saturate"
+    if f32 and mode == "nearest_even" and policy == "inf" and (
+            fmt.kind, fmt.ebits, fmt.mbits, fmt.bias, fmt.inf, fmt.nan, fmt.signed,
+            fmt.negative_zero, fmt.zero, fmt.rules) == _BINARY32:
+        mx = np.float64(fmt.max)
+        return _Plan(_Kind.F32, mode=mode, sr_bits=sr_bits, max=mx, max_bits=mx.view(np.int64),
+                     alt=_make_plan(fmt, mode, policy, sr_bits, False))
     if mode in _P3109_SR or policy == "propagate" or (
             fmt.inf and fmt.nan != "ieee" and policy == "inf"):
         return None  # (P3109: the Inf code is not the whole top binade, so no fold)
@@ -888,15 +926,17 @@ def _overflow_step(mode, policy, ieee_inf) -> _Ovf:
 _PLANS: dict = {}
 
 
-def _plan_cached(fmt, mode, policy, sr_bits):
-    key = (fmt, mode, policy, sr_bits)
+def _plan_cached(fmt, mode, policy, sr_bits, f32=True):
+    key = (fmt, mode, policy, sr_bits, f32)
     if key not in _PLANS:
-        _PLANS[key] = _make_plan(fmt, mode, policy, sr_bits)
+        _PLANS[key] = _make_plan(fmt, mode, policy, sr_bits, f32)
     return _PLANS[key]
 
 
 def _sticky_ok(xc, p) -> bool:
     """Whether the fast path can take a chunk with a sticky part (see _fast_chunk)."""
+    if p.kind is _F32:
+        p = p.alt
     return (p.kind is not _COPY and p.mode != "stochastic"
             and not (np.isinf(np.fmax.reduce(xc)) or np.isinf(np.fmin.reduce(xc))))
 
@@ -924,6 +964,13 @@ def _fast_chunk(xc, o, p, rng, b, sc=None) -> bool:
     trunc(y) + sign(x); everywhere else x + d rounds like x.
     """
     k = xc.size
+    if p.kind is _F32:  # IEEE binary32 RNE: overflow gives +-Inf, subnormals kept (_plan)
+        if sc is not None:
+            return _fast_chunk(xc, o, p.alt, rng, b, sc)
+        f = b.f32[:k]
+        np.copyto(f, xc, casting="same_kind")
+        np.copyto(o, f)
+        return True
     if p.kind is _COPY:
         np.copyto(o, xc)
         if p.ovf is _O_CLIP:
