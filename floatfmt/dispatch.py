@@ -21,15 +21,17 @@ The rule, and why:
   namespace (``floatfmt._xp``) with torch ops on that device: the rounding
   routine's general implementation (``cast``, ``encode``, ``decode`` and the
   rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
-  (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``
-  and ``sum`` in the sequential and pairwise orders, formats up to fp32,
-  deterministic modes), ``matmul`` / ``dot`` with a tensor-core ``model`` (every
-  preset, NVIDIA and AMD, the epilogue included), ``mma`` and ``block_scaled_mma``
-  (``floatfmt.tensorcore_device``, ``floatfmt.fdpa_device``).  Functions, formats or
-  options that have no device implementation yet (the other ``sum`` orders,
-  ``dot`` / ``matmul`` without a model, stochastic rounding of a tensor-core
-  product's operands, ``block_scaled_matmul``, ``quantize``, ``fake_quant``, fp64
-  arithmetic) raise ``NotImplementedError`` naming the function and the device,
+  (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``,
+  formats up to fp32, every rounding mode, stochastic ones included), ``sum`` in
+  every order and ``dot`` / ``matmul`` without a model in every order
+  (``floatfmt.accumulate_device``), ``matmul`` / ``dot`` with a tensor-core
+  ``model`` (every preset, NVIDIA and AMD, the epilogue included), ``mma`` and
+  ``block_scaled_mma`` (``floatfmt.tensorcore_device``, ``floatfmt.fdpa_device``).
+  Functions, formats or options that have no device implementation yet
+  (``block_scaled_matmul``, ``quantize``, ``fake_quant``, stochastic rounding of a
+  tensor-core product's operands, and ``sqrt`` under stochastic rounding in fp64
+  and other formats whose products do not fit float64; every other op, sum and
+  product runs in them) raise ``NotImplementedError`` naming the function and the device,
   never a silent copy to the host and back.
 * The device code is proven equal to the numpy kernels on CPU tensors: inside
   ``force_namespace()`` (or with the environment variable
@@ -43,8 +45,14 @@ float64; ``encode`` torch's unsigned integer dtype of the code width.
 
 Stochastic rounding: ``cast`` / ``encode`` of a tensor always take the namespace
 code (random bits from a ``torch.Generator`` on the tensor's device, or an int
-seed), on CPU as on CUDA.  The arithmetic on CPU tensors draws from numpy (an int
-seed or a numpy Generator, as for numpy arrays); on CUDA it is not implemented.
+seed), on CPU as on CUDA.  The arithmetic, sums and products on CPU tensors draw
+from numpy (an int seed or a numpy Generator, as for numpy arrays); on CUDA (and
+under ``force_namespace``) from a ``torch.Generator`` on the device or an int seed,
+one generator per call for the operands' casts and every rounding, with the exact
+remainder handed to the one rounding routine (``ops_device``).  The two streams
+differ, so a seed gives different bits on the two paths; the rule (the probability
+of each neighbour, ``sr_bits``) is the same, and given the same random numbers so
+are the bits (tests/test_torch_sr.py).
 
 Autograd: ``cast`` and ``floatfmt.torch.fake_quant`` attach a straight-through
 gradient (see their docstrings); so do ``ff.fake_quant`` and

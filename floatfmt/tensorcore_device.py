@@ -42,8 +42,9 @@ nearest-even when there is no ``out_fmt``), both with the call's rounding, overf
 ftz and daz (``ops_device`` on the device); then one rounding to ``out_fmt``.
 
 Not on the device (NotImplementedError naming what, never a host copy): stochastic
-rounding of the operands (``rounding="stochastic..."``), and ``dot`` / ``matmul``
-without a model (the accumulation orders).  Block-scaled presets
+rounding of the operands (``rounding="stochastic..."``: numpy's draws could not be
+matched).  ``dot`` / ``matmul`` without a model are ``floatfmt.accumulate_device``'s,
+which hands calls with a model to this module.  Block-scaled presets
 (``"b200/mxfp8_e4m3"`` ...) are not ``matmul`` models (``get_model`` refuses them with
 a ValueError pointing to ``ff.block_scaled_matmul``); their unit is
 ``tensorcore.block_scaled_mma`` here, while ``ff.block_scaled_matmul`` (which
