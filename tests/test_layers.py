@@ -44,6 +44,9 @@ LAYER_OF_PREFIX = {
     "floatfmt.tensorcore": "arithmetic",
     "floatfmt.fdpa": "arithmetic",
     "floatfmt.tensorcore_device": "arithmetic",
+    "floatfmt.fdpa_device": "arithmetic",
+    "floatfmt.accumulate_device": "arithmetic",
+    "floatfmt.exact_device": "arithmetic",
     # lab: quantisation, block scaling, loss scaling, training
     "floatfmt.quotients": "lab",
     "floatfmt.quantized": "lab",

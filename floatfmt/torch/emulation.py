@@ -44,9 +44,8 @@ The numbers are computed by floatfmt's tensor functions (``ff.cast``, ``ff.quant
 ``ff.matmul``, ``ff.sum``) on the tensors themselves, which ``floatfmt.dispatch`` sends
 to the numpy kernels on zero-copy views for CPU tensors and to the device code for
 tensors on another device (CUDA): a model on a GPU is emulated there, never copied to
-the host.  Where a step has no device code yet (``ff.matmul`` without a tensor-core
-model, or with the epilogue ``alpha`` / bias, at the time of writing) it raises
-``NotImplementedError`` naming the function and the device.  Results come back in the
+the host.  A step without device code would raise ``NotImplementedError`` naming the
+function and the device (every named recipe runs on the device path today).  Results come back in the
 input's dtype, checked to hold them exactly.
 """
 
