@@ -46,6 +46,7 @@ import numpy as np
 
 from ._cast import cast
 from ._types import Values
+from ._xp import is_tensor
 from .ops import add, fma, mul
 from .quantization import quantize
 from .dispatch import tensor_entry
@@ -207,7 +208,34 @@ def _blocked_operand(q: Any, fmt: str | None, axis: int, what: str) -> Quantized
     return q
 
 
-@tensor_entry('block_scaled_matmul', ('a', 'b', 'c'))
+def _block_scaled(a: Any, b: Any, fmt: str | None, model: Any, c: Any) -> Any:
+    """The steps of ``block_scaled_matmul``, written once over the public entries
+    (``quantize``, ``block_scaled_mma``, ``mul``): numpy operands run the numpy
+    kernels, tensors the device code of each step (``floatfmt.dispatch``)."""
+    qa = _blocked_operand(a, fmt, -1, "a")
+    qb = _blocked_operand(b, fmt, -2, "b")
+    if qa.fmt != qb.fmt:
+        raise ValueError(f"block_scaled_matmul: a is {qa.fmt} and b is {qb.fmt}; the unit "
+                         "takes one block format for both here")
+    m = get_block_model(model, qa.fmt)
+    r = block_scaled_mma(qa.elements, qa.scale, qb.elements, qb.scale,
+                         0.0 if c is None else c, m)
+    if qa.tensor_scale is not None or qb.tensor_scale is not None:
+        ts = mul(qa.tensor_scale if qa.tensor_scale is not None else 1.0,
+                 qb.tensor_scale if qb.tensor_scale is not None else 1.0, "fp32")
+        r = mul(r, ts, "fp32")
+    return r
+
+
+def _device_block_scaled_matmul(a: Any, b: Any, fmt: str | None = None, model: Any = "b200",
+                                c: Any = None) -> Any:
+    """``block_scaled_matmul`` of tensors the numpy kernels do not compute (CUDA, or CPU
+    under ``force_namespace``): the same steps, each on the device (``quantize_device``,
+    ``tensorcore_device.device_block_scaled_mma``, ``ops_device.device_mul``)."""
+    return _block_scaled(a, b, fmt, model, c)
+
+
+@tensor_entry('block_scaled_matmul', ('a', 'b', 'c'), device_impl=_device_block_scaled_matmul)
 def block_scaled_matmul(a: Any, b: Any, fmt: str | None = None, model: Any = "b200",
                         c: Any = None) -> np.ndarray:
     """``a @ b (+ c)`` on a block-scaled matrix unit: Blackwell MXFP8 / MXFP6 / MXFP4 /
@@ -237,16 +265,7 @@ def block_scaled_matmul(a: Any, b: Any, fmt: str | None = None, model: Any = "b2
     >>> float(block_scaled_matmul(a, b, "mxfp8_e4m3")[0, 0])
     52.0
     """
-    qa = _blocked_operand(a, fmt, -1, "a")
-    qb = _blocked_operand(b, fmt, -2, "b")
-    if qa.fmt != qb.fmt:
-        raise ValueError(f"block_scaled_matmul: a is {qa.fmt} and b is {qb.fmt}; the unit "
-                         "takes one block format for both here")
-    m = get_block_model(model, qa.fmt)
-    r = block_scaled_mma(qa.elements, qa.scale, qb.elements, qb.scale,
-                         0.0 if c is None else c, m)
-    if qa.tensor_scale is not None or qb.tensor_scale is not None:
-        ts = mul(qa.tensor_scale if qa.tensor_scale is not None else 1.0,
-                 qb.tensor_scale if qb.tensor_scale is not None else 1.0, "fp32")
-        r = mul(r, ts, "fp32")
-    return np.asarray(r, np.float64)
+    r = _block_scaled(a, b, fmt, model, c)
+    # QuantizedTensor operands holding tensors (no tensor among a, b, c) reach here and
+    # their steps ran on the tensors' device: keep the tensor
+    return r if is_tensor(r) else np.asarray(r, np.float64)
