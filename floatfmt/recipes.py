@@ -46,7 +46,8 @@ import numpy as np
 
 from ._cast import cast
 from ._types import Values
-from ._xp import is_tensor
+from ._xp import is_tensor, namespace
+from .accumulate import matmul
 from .ops import add, fma, mul
 from .quantization import quantize
 from .dispatch import tensor_entry
@@ -135,8 +136,10 @@ def get_recipe(recipe) -> BlockFP8Recipe:
 
 
 def _operands(x, w, r: BlockFP8Recipe):
-    x = np.asarray(x, np.float64) if not isinstance(x, np.ndarray) else x
-    w = np.asarray(w, np.float64) if not isinstance(w, np.ndarray) else w
+    if not is_tensor(x):
+        x = np.asarray(x, np.float64) if not isinstance(x, np.ndarray) else x
+    if not is_tensor(w):
+        w = np.asarray(w, np.float64) if not isinstance(w, np.ndarray) else w
     if x.ndim != 2 or w.ndim != 2:
         raise ValueError(f"recipe_matmul needs 2-D x (M x K) and w (K x N), not shapes {x.shape} and {w.shape}")
     if x.shape[1] != w.shape[0]:
@@ -150,7 +153,41 @@ def _operands(x, w, r: BlockFP8Recipe):
     return qa, qw
 
 
-@tensor_entry('recipe_matmul', ('x', 'w'))
+def _device_recipe_matmul(x: Any, w: Any, recipe: str | BlockFP8Recipe = "deepseek_v3", *,
+                          quantized: tuple[QuantizedTensor, QuantizedTensor] | None = None) -> Any:
+    """``recipe_matmul`` of tensors the numpy kernels do not compute (CUDA, or CPU under
+    ``force_namespace``): the same steps through the public entries, each on the device
+    (``quantize``; the chunk's products by ``matmul`` with the recipe's model, whose
+    fp32 accumulator comes back unchanged without alpha, c or out_fmt; ``add`` /
+    ``mul`` / ``fma`` in fp32; ``cast`` to ``out_fmt``)."""
+    r = get_recipe(recipe)
+    if quantized is None:
+        qa, qw = _operands(x, w, r)
+    else:
+        qa, qw = quantized
+        if not (isinstance(qa, QuantizedTensor) and isinstance(qw, QuantizedTensor)):
+            raise TypeError("quantized must be a pair of QuantizedTensor (activations, weights)")
+    a, b = qa.elements, qw.elements
+    t = namespace(a).t
+    K = a.shape[1]
+    ga, (gk, gn) = qa.block_size, qw.block_size
+    model = get_model(r.model, r.fmt)
+    acc: Any = t.zeros((a.shape[0], b.shape[1]), dtype=t.float64, device=a.device)
+    s_rows = qa.scale.to(t.float64)
+    sw_cols = qw.scale.to(t.float64).repeat_interleave(gn, dim=1)[:, :b.shape[1]]
+    for k0 in range(0, K, r.promote_every):
+        sl = slice(k0, k0 + r.promote_every)
+        partial = matmul(a[:, sl], b[sl, :], r.fmt, model=model)
+        s_a = s_rows[:, k0 // ga][:, None]
+        s_w = sw_cols[k0 // gk][None, :]
+        if r.promotion == "separate":
+            acc = add(acc, mul(mul(partial, s_a, "fp32"), s_w, "fp32"), "fp32")
+        else:
+            acc = fma(partial, mul(s_a, s_w, "fp32"), acc, "fp32")
+    return acc if r.out_fmt == "fp32" else cast(acc, r.out_fmt, dtype=t.float64)
+
+
+@tensor_entry('recipe_matmul', ('x', 'w'), device_impl=_device_recipe_matmul)
 def recipe_matmul(x: Values, w: Values, recipe: str | BlockFP8Recipe = "deepseek_v3", *,
                   quantized: tuple[QuantizedTensor, QuantizedTensor] | None = None) -> np.ndarray:
     """``x @ w`` (M x K times K x N) as a block-scaled FP8 recipe computes it.
