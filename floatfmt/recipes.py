@@ -201,7 +201,8 @@ def recipe_matmul(x: Values, w: Values, recipe: str | BlockFP8Recipe = "deepseek
     use the whole axis.  ``quantized=(qa, qw)`` passes operands already quantised
     the recipe's way (``QuantizedTensor``) instead of ``x`` and ``w``.
 
-    Returns float64 values of ``out_fmt``.
+    Returns float64 values of ``out_fmt``; torch tensors ``x``, ``w`` give a float64
+    tensor on their device, every step computed there (``floatfmt.dispatch``).
     """
     r = get_recipe(recipe)
     if quantized is None:
@@ -292,7 +293,8 @@ def block_scaled_matmul(a: Any, b: Any, fmt: str | None = None, model: Any = "b2
     NVFP4's per-tensor fp32 scales are not part of the instruction: the result is
     multiplied by ``fp32(ts_a * ts_b)`` in one fp32 round-to-nearest-even multiply (an
     epilogue alpha, as cuBLASLt applies it; a choice, unconfirmed).  Returns float64
-    values of the fp32 result.
+    values of the fp32 result.  Tensors (or ``QuantizedTensor`` operands holding
+    tensors) give a tensor on their device, every step computed there.
 
     Below, K = 64: ones times 32 halves and 32 values 1 + 2**-3, every block's scale 1;
     the fused sum 16 + 36 is exact.

@@ -1,4 +1,5 @@
-"""``ff.block_scaled_matmul`` on the device path equals the numpy path bit for bit.
+"""``ff.block_scaled_matmul`` and ``ff.recipe_matmul`` on the device path equal the
+numpy path bit for bit.
 
 The device path (CUDA; here CPU tensors under ``force_namespace``) quantises with
 ``quantize_device``, multiplies with ``tensorcore_device.device_block_scaled_mma`` and
@@ -182,3 +183,47 @@ def test_mixed_formats_refused_on_both_paths():
     with force_namespace(), pytest.raises(ValueError, match="one block format"):
         ff.block_scaled_matmul(ff.quantize(torch.from_numpy(a), "mxfp8_e4m3", axis=-1),
                                ff.quantize(torch.from_numpy(b), "mxfp8_e5m2", axis=-2))
+
+
+# ff.recipe_matmul (block-scaled FP8 GEMM recipes) on the device path
+
+RECIPES = ["deepseek_v3",
+           ff.BlockFP8Recipe("small_fma_bf16", act_group=32, weight_block=(32, 16),
+                             promote_every=16, promotion="fma", pow2_scale=True,
+                             out_fmt="bf16")]
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: getattr(r, "name", r))
+@pytest.mark.parametrize("mkn", [(3, 300, 5), (13, 40, 3), (1, 1, 1)])
+@pytest.mark.parametrize("finite", [True, False])
+def test_recipe_matmul_device_equals_numpy(recipe, mkn, finite):
+    """Every promotion rule, pow2 scales, a bf16 output, K past one promotion chunk and
+    not a multiple of the tiles; edge values one per row of x (Inf / NaN in a second
+    run: the paths agree on the NaN and Inf they give)."""
+    M, K, N = mkn
+    rng = np.random.default_rng(zlib.crc32(f"{recipe} {mkn} {finite}".encode()))
+    x = operands((M, K), rng, finite, edges=True)
+    w = operands((K, N), rng, True, edges=False)
+    want = ff.recipe_matmul(x, w, recipe)
+    with force_namespace():
+        got = ff.recipe_matmul(torch.from_numpy(x), torch.from_numpy(w), recipe)
+    assert torch.is_tensor(got) and got.dtype == torch.float64
+    assert int(mismatches(got.numpy(), want).sum()) == 0
+    if finite and K > 1:
+        assert np.mean(np.isfinite(want) & (want != 0)) > 0.5
+
+
+@pytest.mark.parametrize("what,args,kwargs", [
+    ("1-D x", (np.ones(4), np.ones((4, 2))), {}),
+    ("K differs", (np.ones((2, 4)), np.ones((3, 2))), {}),
+    ("unknown recipe", (np.ones((2, 4)), np.ones((4, 2)), "deepseek_v9"), {}),
+    ("recipe type", (np.ones((2, 4)), np.ones((4, 2)), 3), {}),
+    ("quantized type", (np.ones((2, 4)), np.ones((4, 2))), {"quantized": (1, 2)}),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_recipe_errors_match(what, args, kwargs):
+    with pytest.raises((ValueError, TypeError)) as host:
+        ff.recipe_matmul(*args, **kwargs)
+    targs = tuple(torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in args)
+    with force_namespace(), pytest.raises((ValueError, TypeError)) as dev:
+        ff.recipe_matmul(*targs, **kwargs)
+    assert type(dev.value) is type(host.value), (host.value, dev.value)
