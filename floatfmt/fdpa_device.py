@@ -16,17 +16,11 @@ How each step is computed exactly on the device:
   to a 53-bit integer format, toward zero or down), as ``fdpa._cut``;
 * ``ftz_addmul``: each addition is ``floatfmt.ops_device.device_add`` in the step format
   (TwoSum and the remainder class, rounded once to nearest-even), then the flush;
-* ``e_fdpa``: the L products and c become a non-overlapping expansion (Shewchuk's
-  grow-expansion of Knuth's TwoSum; at most L + 1 float64 components).  Added from
-  the top, the first inexact addition ``s = fl(t + e)`` leaves an error ``err`` that is
-  a nonzero multiple of e's last bit, while everything below e is smaller than that
-  bit: the exact sum lies strictly between s and its float64 neighbour on the side of
-  ``err``.  That is encoded as s's round-to-odd float64 value (the neighbour toward
-  zero where needed, its last bit set), which ``round_values`` then rounds once to the
-  fp32 step format: a value with 53 bits and an odd last bit is never a tie of a
-  format with at most 51 fraction bits, and rounding it gives the rounding of the
-  exact sum (Boldo and Melquiond's round-to-odd; the same encoding as
-  ``round_values``' ``resid``).
+* ``e_fdpa``: the L products and c are summed exactly by
+  ``floatfmt.exact_device.exact_sum`` (integer limbs: the sum truncated toward zero to
+  float64 and the remainder class of what lies below), which ``round_values`` rounds
+  once to the fp32 step format, nearest-even, ties decided by the class even where
+  they lie below float64's reach.
 
 Results are float64 tensors of step-format values; NaN is NaN, Inf as the numpy steps
 give it, an exact zero +0.
@@ -38,6 +32,7 @@ from typing import Any
 
 from ._formats import Format
 from .fdpa import STEP_ROUNDINGS, StepModel
+from .exact_device import exact_sum
 from .ops_device import device_add
 from .rounding import round_values
 
@@ -81,39 +76,14 @@ def _special_result(r: Any, special: Any, total: Any, xp: Any) -> Any:
     return xp.where(special, xp.where(xp.t.isnan(total), float("nan"), total), r)
 
 
-def _two_sum(a: Any, b: Any) -> tuple[Any, Any]:
-    """Knuth's TwoSum: (fl(a + b), the exact error)."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
 def _e_fdpa(P: Any, c: Any, ofmt: Format, xp: Any) -> Any:
     """The L products and c added exactly, rounded once to ofmt (RNE); see the docstring."""
     t = xp.t
     special, total = _specials(P, c, xp)
-    comps: list[Any] = []
-    for x in [xp.where(t.isfinite(P[i]), P[i], 0.0) for i in range(P.shape[0])] \
-            + [xp.where(t.isfinite(c), c, 0.0)]:
-        q = x
-        for i, e in enumerate(comps):  # grow-expansion: comps stay non-overlapping
-            q, comps[i] = _two_sum(q, e)
-        comps.append(q)
-    s = comps[-1]
-    done = t.zeros(s.shape, dtype=t.bool, device=s.device)
-    below = t.zeros_like(s)  # the sign of what lies below s, once an addition was inexact
-    for e in reversed(comps[:-1]):
-        s2, err = _two_sum(s, e)
-        s = xp.where(done, s, s2)
-        inexact = ~done & (err != 0)
-        below = xp.where(inexact, t.sign(err), below)
-        done = done | inexact
-    toward_zero = (below != 0) & (t.sign(below) != t.sign(s))
-    s = xp.where(toward_zero, t.nextafter(s, t.zeros_like(s)), s)
-    odd = xp.floats(xp.bits(s) | 1)
-    s = xp.where(below != 0, odd, s)
-    r = round_values(s, ofmt, "nearest_even", "inf" if ofmt.inf else "saturate")
-    r = xp.where(s == 0, 0.0, r)  # an exact zero sum: +0
+    T = t.cat([xp.where(t.isfinite(P), P, 0.0), xp.where(t.isfinite(c), c, 0.0)[None]])
+    s, cls = exact_sum(T, "nearest_even")
+    r = round_values(s, ofmt, "nearest_even", "inf" if ofmt.inf else "saturate", sticky=cls)
+    r = xp.where((s == 0) & (cls == 0), 0.0, r)  # an exact zero sum: +0
     return _special_result(r, special, total, xp)
 
 
