@@ -426,12 +426,15 @@ def test_add_fast_path_equals_general_path(fmt, monkeypatch):
     span makes every float64 sum exact, bit-pattern range checks instead of a cast); it must
     give exactly what the general path (cast, TwoSum + remainder class) gives, per chunk."""
     from floatfmt import ops
-    # chunks of 2**15 (2**11 below): several per operand, some fast and some not
+    # chunks of 2**15 (2**11 below): several per operand, some fast and some not, and
+    # those retried in pieces of a quarter
     monkeypatch.setattr(ops, "_FAST_CHUNK", 1 << 15)
+    monkeypatch.setattr(ops, "_SUB_CHUNK", 1 << 13)
     if fmt == "e8m30":  # sums can need 54 bits with a carry
         fmt = Format(fmt, ebits=8, mbits=30)
         monkeypatch.setattr(ops, "_OP_CHUNK", 2048)
         monkeypatch.setattr(ops, "_FAST_CHUNK", 2048)
+        monkeypatch.setattr(ops, "_SUB_CHUNK", 512)
     f = ff.get_format(fmt)
     sets = _check_fast_path(fmt, ("add", "sub"), 11)
     # the range test rejects exactly the chunks that are not in the format
@@ -456,11 +459,13 @@ def test_mul_fma_fast_path_equals_general_path(fmt, monkeypatch):
     products that underflow or overflow the format."""
     from floatfmt import ops
     monkeypatch.setattr(ops, "_FAST_CHUNK", 1 << 15)  # several chunks per operand
+    monkeypatch.setattr(ops, "_SUB_CHUNK", 1 << 13)  # and pieces of those
     if fmt in ("e10m7_bias300", "e8m30"):
         fmt = (Format(fmt, ebits=10, mbits=7, bias=300) if fmt == "e10m7_bias300"
                else Format(fmt, ebits=8, mbits=30))
         monkeypatch.setattr(ops, "_OP_CHUNK", 2048)  # small chunks: their slow paths are slow
         monkeypatch.setattr(ops, "_FAST_CHUNK", 2048)
+        monkeypatch.setattr(ops, "_SUB_CHUNK", 512)
     _check_fast_path(fmt, ("mul", "fma"), 12)
 
 

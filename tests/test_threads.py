@@ -56,6 +56,7 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(codec, "_CHUNK", 1 << 11)
     monkeypatch.setattr(ops, "_OP_CHUNK", 1 << 11)
     monkeypatch.setattr(ops, "_FAST_CHUNK", 1 << 11)
+    monkeypatch.setattr(ops, "_SUB_CHUNK", 1 << 9)
     monkeypatch.setattr(threads, "PART", 3 << 12)  # a thread takes 3 blocks at once
     monkeypatch.setattr(accumulate, "_SEQ_TILE", 1 << 7)
     monkeypatch.setattr(accumulate, "_SPLIT_ELEMS", 1 << 9)
