@@ -291,8 +291,10 @@ def test_matmul_same_bits(small_blocks):
 
 
 def test_real_block_size():
-    """At the real block size: 3.5 blocks, every thread count, RNE and SR."""
-    x = _values(int(3.5 * threads.BLOCK), 12)
+    """At the real block size: 4.5 blocks (the fewest that threads share is
+    ``MIN_BLOCKS``), every thread count, RNE and SR."""
+    assert threads.MIN_BLOCKS <= 4
+    x = _values(int(4.5 * threads.BLOCK), 12)
     assert_same_for_every_count(lambda: ff.cast(x, "fp8_e4m3"), "rne")
     assert_same_for_every_count(lambda: ff.cast(x, "bf16", "stochastic", rng=1), "sr")
     a = ff.cast(x, "bf16")
