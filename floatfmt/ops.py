@@ -111,11 +111,17 @@ def _in_format(v: np.ndarray, fmt: Format) -> bool:
     """Cheap test: is every element of the float64 array ``v`` a finite value of ``fmt``
     (so that casting it would change nothing)?  False means "cast it".  Works on the
     bit patterns: no significand bits past the format's, magnitude at most max, and
-    values below the normal range on the subnormal grid."""
+    values below the normal range on the subnormal grid; chunk by chunk, so that an
+    array that is not in the format (the usual input of a cast) costs one chunk."""
     if fmt.kind != "float" or fmt.mbits >= 52 or not fmt.signed or not fmt.zero:
         return False
-    if v.size == 0:
-        return True  # nothing to cast (and the reductions below have no identity)
+    flat = v.reshape(-1)  # (a copy only when v is not contiguous)
+    return all(_chunk_in_format(flat[i:i + _FAST_CHUNK], fmt)
+               for i in range(0, flat.size, _FAST_CHUNK))
+
+
+def _chunk_in_format(v: np.ndarray, fmt: Format) -> bool:
+    """``_in_format`` of one chunk (a nonempty flat array)."""
     u = v.view(np.uint64)
     m = np.bitwise_and(u, _ABS)
     if m.max() > np.float64(fmt.max).view(np.uint64):
