@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from oracles.compare import mismatches
 from oracles.reference_dtypes import FLOAT_DTYPES, INT_DTYPES
@@ -74,3 +75,16 @@ else:
     def format_names(names) -> st.SearchStrategy:
         """One of the given format names."""
         return st.sampled_from(list(names))
+
+
+@pytest.fixture(scope="module")
+def torch_one_thread():
+    """One torch thread for a module of many small tensor calls (on a loaded machine
+    torch's thread pool spends far more time waiting than computing); restored after.
+    Use with ``pytestmark = pytest.mark.usefixtures("torch_one_thread")``."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

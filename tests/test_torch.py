@@ -58,14 +58,7 @@ def random_beyond(f, n, seed):
     return v * np.where(rng.random(n) < 0.5, -1.0, 1.0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One torch thread: these tests run many small casts, and on a loaded machine
-    torch's thread pool spends far more time waiting than computing."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 @pytest.fixture(autouse=True, params=["host", "namespace"])

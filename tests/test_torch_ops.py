@@ -24,12 +24,7 @@ UNARY = ["sqrt", "neg", "abs"]
 FORMATS = ["fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp32", "fp4_e2m1", "int8"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def data(shape, seed, spread=12, specials=True):

@@ -12,12 +12,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 fft = pytest.importorskip("floatfmt.torch")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 @pytest.fixture(autouse=True, params=["host", "namespace"])
