@@ -46,6 +46,7 @@ True
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -452,6 +453,15 @@ def _fast_fma(ctx, sc, o, x, y, z, bx, by, bz):
     ctx.round(t, out=o)
 
 
+def _mul_exact(fmt: Format, bx, by) -> bool:
+    return _product_exact(bx, by, fmt)
+
+
+# the exactness rule of each fast operation, on its operands' bounds
+_EXACT: dict[Callable[..., None], Callable[..., bool]] = {
+    _fast_add: _add_exact, _fast_sub: _add_exact, _fast_mul: _mul_exact, _fast_fma: _fma_exact}
+
+
 def _run_fast(ctx: _Ctx, impl, fast, *args):
     """``impl`` (add/sub/mul/fma) over the operands, with ``fast`` (one of the ``_fast_*``)
     on each chunk whose operands are in the format, where it applies; else ``_run``."""
@@ -473,12 +483,9 @@ def _run_fast(ctx: _Ctx, impl, fast, *args):
         return _run(impl, ctx, *args)
     flat = [np.ascontiguousarray(x).reshape(-1) for x in ops]
     out = np.empty(size)
-    # exact for any values of fmt (fp8, fp16 add / mul, ...): no per-chunk exponent bounds
-    exact = {_fast_add: _add_exact, _fast_sub: _add_exact, _fast_fma: _fma_exact,
-             _fast_mul: lambda f, bx, by: _product_exact(bx, by, f)}[fast]
+    exact = _EXACT[fast]
     # exact for any values of fmt (fp8, fp16 add / mul, ...): no per-chunk exponent bounds
     tight = not exact(fmt, *[_format_bounds(fmt)] * len(flat))
-
     steps = [_FAST_CHUNK]  # (shared by the blocks; the chunking changes no result)
 
     def chunk(c, sc, i, j) -> bool:
