@@ -24,10 +24,10 @@ the tensor-core model of ``floatfmt.tensorcore`` instead.
 
 torch tensors in give float64 tensors out on their device (``sum`` over every axis:
 a 0-d tensor), computed by these numpy kernels on views of CPU tensors' memory;
-not differentiable.  On other devices (CUDA) ``matmul(..., model=...)`` runs the
-tensor-core steps with torch ops on the device (``floatfmt.tensorcore_device``, with
-the limits listed there); the rest raises NotImplementedError for now
-(``floatfmt.dispatch``).
+not differentiable.  On other devices (CUDA) the same rules run with torch ops on the
+device: every order of ``sum``, ``dot`` and ``matmul`` (``floatfmt.accumulate_device``)
+and ``matmul(..., model=...)``'s tensor-core steps (``floatfmt.tensorcore_device``),
+with the limits listed there (``floatfmt.dispatch``).
 
 For formats whose products do not fit float64 (fp64 and custom formats with
 more than 26 significand bits) ``sequential`` uses an exact fused
@@ -50,12 +50,11 @@ import numpy as np
 
 from . import eft, fpflags
 from .dispatch import tensor_entry
-from .ops_device import device_sum
-from .tensorcore_device import device_dot, device_matmul
+from .accumulate_device import device_dot, device_matmul, device_sum
 from ._formats import FormatLike
 from ._names import unknown_name
 from ._types import Overflow, RngLike, Values
-from .threads import block_rng, get_num_threads, run_parts
+from .threads import block_rng, get_num_threads, limit_threads, run_parts
 from .ops import InFormat, check_invalid, make_ctx, operand_values, zero_signs, fma as _fma, mul as _mul
 
 if TYPE_CHECKING:  # for annotations: tensorcore is imported when a model is used
@@ -402,8 +401,9 @@ def _reduce_products(x, y, kind, n, actx, octx, order, block, fmt):
         if order in ("sequential", "kahan"):
             if order == "sequential" and _seq_products_ok(actx):
                 if kind == "matmul":
-                    return _seq_products_rows(x, y, n, out_shape, actx)
-                return _seq_products(xk, yk, n, out_shape, actx)
+                    return _seq_products_rows(x, y, n, out_shape, actx, fmt)
+                return _seq_products(xk, yk, n, out_shape, actx,
+                                     _step_bounds(x, y, -1, -1, fmt, actx.fmt))
             gen = (np.broadcast_to(xk(k) * yk(k), out_shape) for k in range(n))
             if order == "sequential":
                 return _seq(gen, actx)
@@ -445,44 +445,128 @@ _SEQ_TILE = 1 << 12  # fewest outputs per tile of _seq_products_rows
 _NONE = np.zeros(0, np.intp)
 
 
-def _seq_products_rows(x, y, n, out_shape, actx):
-    """``_seq_products`` of a matmul, in one tile of output rows per thread (tiles of at
-    least ``_SEQ_TILE`` outputs; one tile on one thread, where whole-array passes are
-    quickest), the tiles shared among threads (``floatfmt.threads``): the rows are
-    independent and the rounding elementwise, so the tiling changes no result."""
+def _seq_products_rows(x, y, n, out_shape, actx, fmt):
+    """``_seq_products`` of a matmul, in tiles of output rows (at least ``_SEQ_TILE``
+    outputs; for now one tile, on the calling thread, see below): the rows are
+    independent and the rounding elementwise, so the tiling changes no result.  Each
+    tile reads x's columns from a contiguous copy (a strided column makes the outer
+    product of a step a third slower) and has its own step bounds (``_step_bounds``)."""
     rows = out_shape[-2]
     per_row = max(1, int(np.prod(out_shape[:-2], dtype=np.int64)) * out_shape[-1])
-    parts = max(1, min(get_num_threads(), rows, rows * per_row // _SEQ_TILE))
-    step = max(1, -(-rows // parts))  # (no rows: no tile)
     out = np.empty(out_shape)
 
     def tile(t):
         r0, r1 = t * step, min(rows, (t + 1) * step)
         xs = x[..., r0:r1, :]
-        out[..., r0:r1, :] = _seq_products(lambda k: xs[..., :, k, None],
+        xt = np.ascontiguousarray(np.moveaxis(xs, -1, 0))  # xt[k] = xs[..., :, k]
+        out[..., r0:r1, :] = _seq_products(lambda k: xt[k][..., :, None],
                                            lambda k: y[..., None, k, :], n,
-                                           out_shape[:-2] + (r1 - r0, out_shape[-1]), actx)
+                                           out_shape[:-2] + (r1 - r0, out_shape[-1]), actx,
+                                           _step_bounds(xs, y, -1, -2, fmt, actx.fmt))
 
-    run_parts(-(-rows // step), tile)
+    # one tile on the calling thread: 2 threads measured slower on the 2-core machine
+    # (256^3 bf16, fp32 acc: 1 thread 0.036 s CPU / 0.068 s wall, 2: 0.043 / 0.086 s)
+    with limit_threads(1):
+        parts = max(1, min(get_num_threads(), rows, rows * per_row // _SEQ_TILE))
+        step = max(1, -(-rows // parts))  # (no rows: no tile)
+        run_parts(-(-rows // step), tile)
     return out
 
 
-def _seq_products(xk, yk, n, out_shape, actx):
+def _step_bounds(x, y, kx, ky, fmt, afmt):
+    """For the chain sum_k x_k * y_k (x_k: x's entries at index k of axis kx, y_k: y's at
+    axis ky), per step k: ``tmax[k]`` = max|x_k| * max|y_k|, a bound on every product, and
+    ``q[k]``, an exponent such that every product of step k is a multiple of 2**q[k]: a
+    nonzero value v of a float format is a multiple of 2**(max(E(v), emin) - mbits),
+    E(v) = floor(log2|v|), so of 2**(that at the smallest nonzero |v|); an integer of 2**0.
+    None when the bounds cannot serve (Inf or NaN operands, no entries, an integer
+    accumulator): ``_ExactSteps`` then certifies nothing."""
+    if afmt.kind != "float" or x.size == 0 or y.size == 0:
+        return None
+    n = x.shape[kx]
+    ax = np.abs(np.moveaxis(x, kx, -1)).reshape(-1, n)
+    ay = np.abs(np.moveaxis(y, ky, -1)).reshape(-1, n)
+    with np.errstate(invalid="ignore", over="ignore"):
+        tmax = ax.max(0) * ay.max(0)
+    if not np.isfinite(tmax).all():
+        return None
+
+    def low(a):  # exponent of the lowest bit any nonzero entry of step k can have
+        if fmt.kind != "float":
+            return np.zeros(n, np.int64)
+        smallest = np.where(a == 0, np.inf, a).min(0)
+        smallest[np.isinf(smallest)] = fmt.max  # no nonzero entry: no constraint needed
+        e = np.frexp(smallest)[1].astype(np.int64) - 1
+        return np.maximum(e, fmt.emin) - fmt.mbits
+
+    return tmax, low(ax) + low(ay)
+
+
+class _ExactSteps:
+    """Which steps of a sequential chain acc = round(acc + t_k) have float64 sums
+    acc + t_k that are exact for every element, from scalars carried along the chain
+    (``_step_bounds``' tmax and q of the products, and a bound on |acc|).
+
+    Every product of steps 0..k is a multiple of 2**Q_k, Q_k = min(q[0..k]), and so is
+    every accumulator value: an exact sum of multiples of 2**Q_k either lies on acc_fmt's
+    grid (rounding keeps it) or lies in a binade whose quantum exceeds 2**Q_k, and
+    rounding moves it to a multiple of that quantum (without overflow: the sums stay
+    within acc_fmt's max).  So acc + t_k is a multiple of 2**Q_k, and float64 holds it
+    exactly when |acc + t_k| <= bound + tmax[k] < 2**(Q_k + 53).  The bound on |acc|
+    after a step is (bound + tmax[k]) (1 + 2**-mbits) + acc_fmt's smallest normal (a
+    rounding moves a value by at most one quantum), widened by 2**-50 for its own
+    float64 rounding; where a step is not certified, the bound is measured from acc
+    (two reductions) and the step tried again, and a step that still fails is left to
+    the caller (TwoSum), after which the bound is measured anew."""
+
+    def __init__(self, afmt, tmax, q):
+        self.tmax = tmax.tolist()
+        self.q = np.minimum.accumulate(q).tolist()
+        self.grow = (1.0 + 2.0 ** -afmt.mbits) * (1.0 + 2.0 ** -50)
+        self.tiny = float(afmt.smallest_normal)
+        self.max = float(afmt.max)
+        self.bound = self.tmax[0] * self.grow + self.tiny  # |acc| after step 0: round(t_0)
+
+    def _fits(self, k, bound):
+        s = bound + self.tmax[k]
+        return s <= self.max and (s == 0.0 or math.frexp(s)[1] <= self.q[k] + 53)
+
+    def exact(self, k, acc) -> bool:
+        """Whether the float64 sum acc + t_k is exact everywhere (and note the new bound)."""
+        b = self.bound
+        if b is None or not self._fits(k, b):
+            if acc.size == 0:
+                return False
+            b = max(float(acc.max()), -float(acc.min()))  # NaN: not finite, not certified
+            if not self._fits(k, b):  # (a NaN bound fails the comparisons)
+                self.bound = None
+                return False
+        self.bound = (b + self.tmax[k]) * self.grow + self.tiny
+        return True
+
+
+def _seq_products(xk, yk, n, out_shape, actx, bounds=None):
     """``_seq`` over the exact products xk(k) * yk(k), with its results bit for bit, in
-    preallocated buffers: each step forms the float64 sum s = acc + t and its TwoSum error
-    e, rounds s as it is, and rounds again, with the remainder class of e, only the few
-    elements where e != 0 and s is a multiple of half a step of acc_fmt (elsewhere a
-    remainder below half a float64 ulp of s cannot move s across a rounding decision).
-    A step with a non-finite sum is handed to ``_round_add``."""
+    preallocated buffers.  A step certified by ``_ExactSteps`` (``bounds``: the
+    ``_step_bounds`` of the products) has an exact float64 sum s = acc + t, which is
+    rounded as it is.  Any other step forms s and its TwoSum error e, rounds s as it is,
+    and rounds again, with the remainder class of e, only the few elements where e != 0
+    and s is a multiple of half a step of acc_fmt (elsewhere a remainder below half a
+    float64 ulp of s cannot move s across a rounding decision).  A step with a
+    non-finite sum is handed to ``_round_add``."""
     acc = np.array(actx.round(np.broadcast_to(xk(0) * yk(0), out_shape)), np.float64)
     if n == 1:
         return acc
     T, S, B, E = (np.empty(out_shape) for _ in range(4))
     f = actx.fmt
     low = np.int64((1 << (52 - f.mbits - 1)) - 1) if f.kind == "float" and f.mbits <= 50 else None
+    steps = None if bounds is None else _ExactSteps(f, *bounds)
     for k in range(1, n):
         np.multiply(xk(k), yk(k), out=T)
         np.add(acc, T, out=S)
+        if steps is not None and steps.exact(k, acc):
+            actx.round(S, out=acc)
+            continue
         np.subtract(S, acc, out=B)  # TwoSum: e = (acc - (s - b)) + (t - b)
         np.subtract(S, B, out=E)
         np.subtract(acc, E, out=E)

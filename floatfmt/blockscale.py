@@ -251,8 +251,30 @@ def _mx_tensor(q, E, meta, axis, name) -> QuantizedTensor:
 # ---------------------------------------------------------------------------------------------
 # NVFP4
 
+def nvfp4_tensor_scale(amax: float, tensor_scale: float | None = None) -> float:
+    """NVFP4's fp32 per-tensor scale: ``fp32(amax / (6 * 448))`` (so that the largest block
+    scale is E4M3's max; 1.0 for an all-zero tensor, the smallest fp32 subnormal where
+    that rounds to 0), or the given ``tensor_scale`` rounded to fp32.  ValueError when
+    it is not positive and finite (an amax past fp32's max times 2688 included: no
+    fp32 tensor scale holds it)."""
+    elem, sfmt, tfmt = _NV.element_format, _NV.scale_format, _NV.tensor_scale_format
+    assert tfmt is not None  # NVFP4 has a tensor scale
+    if tensor_scale is None:
+        ts = float(cast(amax / (elem.max * sfmt.max), tfmt)) if amax > 0 else 1.0
+        if ts == 0.0:
+            ts = tfmt.smallest_subnormal
+        if not np.isfinite(ts):
+            raise ValueError(f"NVFP4's fp32 tensor scale amax / {elem.max * sfmt.max:g} overflows "
+                             f"fp32 (amax = {amax!r}); scale the input down first")
+        return ts
+    ts = float(cast(tensor_scale, tfmt))
+    if not (ts > 0 and np.isfinite(ts)):
+        raise ValueError(f"tensor_scale must be a positive finite fp32 number, not {tensor_scale!r}")
+    return ts
+
+
 def nvfp4_quantize(v, frac, narrow, axis, mode, rng, tensor_scale=None):
-    elem, bs, sfmt, tfmt = _NV.element_format, _NV.block_size, _NV.scale_format, _NV.tensor_scale_format
+    elem, bs, sfmt = _NV.element_format, _NV.block_size, _NV.scale_format
     if v.ndim == 0:
         raise ValueError("NVFP4 quantisation needs an array with at least one dimension")
     fin = np.isfinite(v)
@@ -260,16 +282,7 @@ def nvfp4_quantize(v, frac, narrow, axis, mode, rng, tensor_scale=None):
         raise ValueError("NVFP4 has no NaN or Inf encoding; the input holds non-finite values")
     rows, meta = split_blocks(v, axis, bs)
     amax_b = np.max(np.abs(rows), axis=1)
-    if tensor_scale is None:
-        amax = float(amax_b.max()) if amax_b.size else 0.0
-        # per-tensor fp32 scale so that the largest block scale is E4M3's max
-        ts = cast(amax / (elem.max * sfmt.max), tfmt) if amax > 0 else 1.0
-        if ts == 0.0:
-            ts = tfmt.smallest_subnormal
-    else:
-        ts = float(cast(tensor_scale, tfmt))
-        if not ts > 0:
-            raise ValueError(f"tensor_scale must be a positive number, not {tensor_scale!r}")
+    ts = nvfp4_tensor_scale(float(amax_b.max()) if amax_b.size else 0.0, tensor_scale)
     # block scale: amax_b / (6 * ts) rounded once to E4M3 (saturating)
     bq, bst = scaled_quotient(amax_b, None, elem.max * ts, False, sfmt)
     bscale = round_values(bq, sfmt, "nearest_even", "saturate", sticky=bst)

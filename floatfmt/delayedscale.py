@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ._formats import FormatLike, get_format
+from ._xp import is_tensor
 from .exact import to_exact
 from .quantization import quantize
 from .quantized import choose
@@ -81,11 +82,17 @@ class DelayedScaling:
             raise ValueError(f"tensor {name!r} was registered as {self._role[name]}, not {role}")
         fmt = self.formats[role]
         s = self.scale(name)
-        v = np.asarray(to_exact(x).values)
-        amax = float(np.fmax.reduce(np.abs(v), axis=None, initial=0.0))  # NaN skipped, Inf kept
+        if is_tensor(x):  # on its own device (no host copy): the same two statistics
+            a = x.detach().abs()
+            amax = float(a.nan_to_num(nan=0.0, posinf=math.inf).amax()) if a.numel() else 0.0
+            clipped = float((a > fmt.max * s).double().mean()) if a.numel() else 0.0
+        else:
+            v = np.asarray(to_exact(x).values)
+            amax = float(np.fmax.reduce(np.abs(v), axis=None, initial=0.0))  # NaN skipped, Inf kept
+            clipped = float(np.mean(np.abs(v) > fmt.max * s)) if v.size else 0.0
         self._pending[name] = max(self._pending.get(name, 0.0), amax)
         q = quantize(x, fmt, scale=s, rounding=rounding, rng=rng)
-        self.clip_fraction[name] = float(np.mean(np.abs(v) > fmt.max * s)) if v.size else 0.0
+        self.clip_fraction[name] = clipped
         return q
 
     def update(self) -> dict[str, float]:

@@ -21,14 +21,22 @@ The rule, and why:
   namespace (``floatfmt._xp``) with torch ops on that device: the rounding
   routine's general implementation (``cast``, ``encode``, ``decode`` and the
   rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
-  (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``
-  and ``sum`` in the sequential and pairwise orders, formats up to fp32,
-  deterministic modes) and ``matmul`` / ``dot`` with a tensor-core ``model``
-  (``floatfmt.tensorcore_device``).  Functions, formats or options that have no
-  device implementation yet (the other ``sum`` orders, ``dot`` / ``matmul``
-  without a model, ``mma``, ``quantize``, ``fake_quant``, fp64 arithmetic) raise
-  ``NotImplementedError`` naming the function and the device, never a silent
-  copy to the host and back.
+  (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``,
+  formats up to fp32, every rounding mode, stochastic ones included), ``sum`` in
+  every order and ``dot`` / ``matmul`` without a model in every order
+  (``floatfmt.accumulate_device``), ``matmul`` / ``dot`` with a tensor-core
+  ``model`` (every preset, NVIDIA and AMD, the epilogue included), ``mma`` and
+  ``block_scaled_mma`` (``floatfmt.tensorcore_device``, ``floatfmt.fdpa_device``),
+  and ``quantize`` / ``fake_quant`` / ``QuantizedTensor.dequantize`` / ``.codes`` /
+  ``.limits`` for every scheme (``floatfmt.quantize_device``,
+  ``floatfmt.quantized_device``; stochastic rounding where the quotients x / scale
+  are exact).  Functions, formats or options that have no device implementation
+  yet (``block_scaled_matmul``, stochastic rounding of a tensor-core product's
+  operands and of inexact quotients in quantisation, ``calibration="mse"``, and
+  ``sqrt`` under stochastic rounding in fp64 and other formats whose products do
+  not fit float64; every other op, sum and product runs in them) raise
+  ``NotImplementedError`` naming the function and the device, never a silent copy
+  to the host and back.
 * The device code is proven equal to the numpy kernels on CPU tensors: inside
   ``force_namespace()`` (or with the environment variable
   ``FLOATFMT_TORCH_PATH=namespace``) CPU tensors take the namespace code too;
@@ -41,13 +49,20 @@ float64; ``encode`` torch's unsigned integer dtype of the code width.
 
 Stochastic rounding: ``cast`` / ``encode`` of a tensor always take the namespace
 code (random bits from a ``torch.Generator`` on the tensor's device, or an int
-seed), on CPU as on CUDA.  The arithmetic on CPU tensors draws from numpy (an int
-seed or a numpy Generator, as for numpy arrays); on CUDA it is not implemented.
+seed), on CPU as on CUDA.  The arithmetic, sums and products on CPU tensors draw
+from numpy (an int seed or a numpy Generator, as for numpy arrays); on CUDA (and
+under ``force_namespace``) from a ``torch.Generator`` on the device or an int seed,
+one generator per call for the operands' casts and every rounding, with the exact
+remainder handed to the one rounding routine (``ops_device``).  The two streams
+differ, so a seed gives different bits on the two paths; the rule (the probability
+of each neighbour, ``sr_bits``) is the same, and given the same random numbers so
+are the bits (tests/test_torch_sr.py).
 
 Autograd: ``cast`` and ``floatfmt.torch.fake_quant`` attach a straight-through
 gradient (see their docstrings); so do ``ff.fake_quant`` and
-``ff.quantize(x).dequantize()`` on tensors (the identity: the gradient of x passes
-unchanged).  The other functions listed above are **not differentiable**: their
+``ff.quantize(x).dequantize()`` on tensors, on every device: the gradient of x passes
+unchanged, or with ``ste="clipped"`` only where x lies inside the
+``QuantizedTensor``'s ``limits()`` (``tensor_entry``'s ``ste``).  The other functions listed above are **not differentiable**: their
 results are new tensors without a graph (``requires_grad`` False), whatever the
 inputs.
 
@@ -67,6 +82,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib
 import inspect
 import os
 import sys
@@ -226,24 +242,29 @@ def fields_device(obj: Any) -> Any:
     return None
 
 
-def tensor_method(obj: Any, name: str, *args: Any) -> Any:
+def tensor_method(obj: Any, name: str, *args: Any,
+                  device_impl: Callable[..., Any] | None = None) -> Any:
     """``obj.name(*args)`` for a dataclass holding tensors (see ``fields_device``): on a
     CPU device the numpy method runs on a copy of ``obj`` whose fields are views of the
     tensors, and its result comes back as a tensor; a torch dtype among ``args`` is
-    applied to the float64 result.  The result carries the straight-through gradient of
-    the tensor ``obj`` was made from (``STE_SOURCE``), when that one requires grad.
-    Other devices: NotImplementedError."""
+    applied to the float64 result.  Other devices (or CPU under ``force_namespace``)
+    call ``device_impl(obj, *args)``, or raise NotImplementedError without one.  The
+    result carries the straight-through gradient of the tensor ``obj`` was made from
+    (``STE_SOURCE``), when that one requires grad."""
     device = fields_device(obj)
     cls = type(obj).__name__
     if not host_kernels_device(device):
-        raise _no_device_code(f"{cls}.{name}", device)
-    torch = _torch()
-    dtypes = [a for a in args if isinstance(a, torch.dtype)]
-    args = tuple(np.float64 if isinstance(a, torch.dtype) else a for a in args)
-    host = _map_fields(obj, to_host)
-    r = from_host(getattr(host, name)(*args), device)
-    if dtypes and is_tensor(r):
-        r = r.to(dtypes[0])
+        if device_impl is None:
+            raise _no_device_code(f"{cls}.{name}", device)
+        r = device_impl(obj, *args)
+    else:
+        torch = _torch()
+        dtypes = [a for a in args if isinstance(a, torch.dtype)]
+        args = tuple(np.float64 if isinstance(a, torch.dtype) else a for a in args)
+        host = _map_fields(obj, to_host)
+        r = from_host(getattr(host, name)(*args), device)
+        if dtypes and is_tensor(r):
+            r = r.to(dtypes[0])
     src = getattr(obj, STE_SOURCE, None)
     if src is not None and is_tensor(r) and r.is_floating_point():
         r = namespace(src).straight_through(src, r, getattr(obj, STE_MASK, None))
@@ -255,10 +276,14 @@ STE_SOURCE = "_ste_source"
 STE_MASK = "_ste_mask"
 
 
-def _inside(host_result: Any, src: Any, device: Any) -> Any:
-    """Where ``src`` lies strictly inside the clipping limits of a (host) result that
-    has ``limits()`` (``QuantizedTensor``): the clipped straight-through mask."""
-    lo, hi = host_result.limits()
+def _inside(result: Any, src: Any, device: Any) -> Any:
+    """Where ``src`` lies strictly inside the clipping limits of a result that has
+    ``limits()`` (``QuantizedTensor``; of numpy arrays on the host path, of tensors on
+    the device path): the clipped straight-through mask, a bool tensor on ``device``."""
+    lo, hi = result.limits()
+    if is_tensor(lo):
+        xs = src.detach()
+        return (xs > lo) & (xs < hi)
     xs = to_host(src)
     return from_host(np.asarray((xs > lo) & (xs < hi)), device)
 
@@ -270,8 +295,16 @@ def _no_device_code(name: str, device: Any) -> NotImplementedError:
         "silently; call .cpu() yourself if a host round trip is what you want")
 
 
+def _resolve_impl(impl: Callable[..., Any] | str) -> Callable[..., Any]:
+    """A ``device_impl`` given as ``"module:function"``, imported on first use."""
+    if isinstance(impl, str):
+        module, _, attr = impl.partition(":")
+        return cast(Callable[..., Any], getattr(importlib.import_module(module), attr))
+    return impl
+
+
 def tensor_entry(name: str, operands: tuple[str, ...],
-                 device_impl: Callable[..., Any] | None = None,
+                 device_impl: Callable[..., Any] | str | None = None,
                  ste: bool = False) -> Callable[[F], F]:
     """Decorator: make the numpy-path function take torch tensors (the rule above).
 
@@ -281,7 +314,11 @@ def tensor_entry(name: str, operands: tuple[str, ...],
     viewed as numpy arrays, the function runs, and its results come back as CPU
     tensors (``from_host``; a dataclass result gets its array fields as tensors);
     other devices (or CPU under ``force_namespace``) call ``device_impl`` with the
-    original arguments, or raise NotImplementedError.
+    original arguments, or raise NotImplementedError.  ``device_impl`` may be named as
+    ``"floatfmt.module:function"``, imported on the first device call: for a device
+    module that imports the function's own module (``tensorcore_device`` reads
+    ``tensorcore``'s model registry), which could not be imported back without an
+    import cycle.
 
     ``ste``: when the first operand is a tensor that requires grad, a tensor result
     carries its identity straight-through gradient, and a dataclass result keeps it
@@ -307,18 +344,20 @@ def tensor_entry(name: str, operands: tuple[str, ...],
                 kwargs = {k: (to_host(v) if k in operands else v) for k, v in kwargs.items()}
                 host_r = fn(*args, **kwargs)
                 r = from_host(host_r, device)
-                src = ops[0]
-                if ste and is_tensor(src) and src.requires_grad:
-                    if is_tensor(r) and r.is_floating_point():
-                        r = namespace(src).straight_through(src, r)
-                    elif dataclasses.is_dataclass(r):
-                        object.__setattr__(r, STE_SOURCE, src)
-                        if kwargs.get("ste") == "clipped":
-                            object.__setattr__(r, STE_MASK, _inside(host_r, src, device))
-                return r
-            if device_impl is None:
+                limits_of = host_r
+            elif device_impl is None:
                 raise _no_device_code(f"floatfmt.{name}", device)
-            return device_impl(*args, **kwargs)
+            else:
+                r = limits_of = _resolve_impl(device_impl)(*args, **kwargs)
+            src = ops[0]
+            if ste and is_tensor(src) and src.requires_grad:
+                if is_tensor(r) and r.is_floating_point():
+                    r = namespace(src).straight_through(src, r)
+                elif dataclasses.is_dataclass(r):
+                    object.__setattr__(r, STE_SOURCE, src)
+                    if kwargs.get("ste") == "clipped":
+                        object.__setattr__(r, STE_MASK, _inside(limits_of, src, device))
+            return r
 
         return cast(F, entry)
     return wrap

@@ -90,12 +90,13 @@ def _tile_reduce(a, tile, fn):
     return fn(a, axis=tuple(range(1, 2 * len(tile), 2)))
 
 
-def quantize_tiled(v, frac, sticky, narrow, f, granularity, group_size, block, axis, symmetric,
-                    calibration, scale, zero_point, margin, pow2, narrow_range, mode, overflow, rng):
-    """Group-wise / 2-D block quantisation: each tile's range by ``calibration="max"``,
-    then the per-tensor scale rule of its format (``int_scale_params`` / ``fp32_scale``),
-    then one rounding of every ``x / scale`` (``round_int_quotients`` / ``round_float_quotients``)."""
-    tile, ax = _tile_shape(v.shape, granularity, group_size, block, axis)
+def tiled_layout(shape, f, granularity, group_size, block, axis, symmetric, calibration, scale,
+                 zero_point):
+    """(tile: one size per dimension, normalised axis or None) of a group / 2-D block request
+    on an array of ``shape``, after checking the options that tiling allows (calibration
+    ``"max"``, no given scale or zero point, floats symmetric); shared by the numpy and the
+    device (``floatfmt.quantize_device``) code."""
+    tile, ax = _tile_shape(shape, granularity, group_size, block, axis)
     if calibration != "max":
         raise ValueError(f"calibration={calibration!r} is not available with granularity="
                          f"{granularity!r}; valid: max")
@@ -103,9 +104,20 @@ def quantize_tiled(v, frac, sticky, narrow, f, granularity, group_size, block, a
         raise ValueError(f"granularity={granularity!r} computes a scale{'' if symmetric else ' and zero point'} "
                          f"per {granularity} from its elements; valid: scale=None (or 'amax'), "
                          f"zero_point=None")
-    scheme = "symmetric" if symmetric else "asymmetric"
     if f.kind != "int" and not symmetric:
+        scheme = "symmetric" if symmetric else "asymmetric"
         raise ValueError(f"scheme={scheme!r} does not apply to float formats ({f.name}); valid: symmetric")
+    return tile, ax
+
+
+def quantize_tiled(v, frac, sticky, narrow, f, granularity, group_size, block, axis, symmetric,
+                    calibration, scale, zero_point, margin, pow2, narrow_range, mode, overflow, rng):
+    """Group-wise / 2-D block quantisation: each tile's range by ``calibration="max"``,
+    then the per-tensor scale rule of its format (``int_scale_params`` / ``fp32_scale``),
+    then one rounding of every ``x / scale`` (``round_int_quotients`` / ``round_float_quotients``)."""
+    tile, ax = tiled_layout(v.shape, f, granularity, group_size, block, axis, symmetric,
+                            calibration, scale, zero_point)
+    scheme = "symmetric" if symmetric else "asymmetric"
     fin = v if np.isfinite(v).all() else np.where(np.isfinite(v), v, 0.0)
     if symmetric:
         hi = _tile_reduce(np.abs(fin), tile, np.max).astype(np.float64)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ._cast import cast
 from ._formats import get_format
+from ._xp import is_tensor, namespace
 from .quotients import mul_fp64
 
 __all__ = ["LossScaler"]
@@ -70,14 +71,19 @@ class LossScaler:
         return float(out) if np.ndim(out) == 0 else out
 
     def unscale(self, grads):
-        """(grads * fp32(1/S), found_inf).  ``grads``: an array or a list of arrays."""
-        single = isinstance(grads, np.ndarray) or np.isscalar(grads)
+        """(grads * fp32(1/S), found_inf).  ``grads``: an array or tensor, or a list of them
+        (tensors stay on their device: a float64 multiply there rounds once, as on numpy)."""
+        single = isinstance(grads, np.ndarray) or np.isscalar(grads) or is_tensor(grads)
         gl = [grads] if single else list(grads)
         inv = float(cast(Fraction(1) / Fraction(self._scale), _FP32)) if self._scale else math.inf
         out, found = [], False
         for g in gl:
-            u = mul_fp64(np.asarray(g, np.float64), inv)
-            found = found or not bool(np.all(np.isfinite(u)))
+            if is_tensor(g):  # on its own device: IEEE float64 multiply rounds once, as mul_fp64
+                u = g.detach().to(namespace(g).t.float64) * inv
+                found = found or not bool(namespace(g).t.isfinite(u).all())
+            else:
+                u = mul_fp64(np.asarray(g, np.float64), inv)
+                found = found or not bool(np.all(np.isfinite(u)))
             out.append(u)
         self._found_inf = found
         return (out[0] if single else out), found

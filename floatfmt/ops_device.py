@@ -22,11 +22,40 @@ rounded once by the one rounding routine:
 * IEEE zero signs: an exact zero sum is +0, except -0 for (-0) + (-0), or in mode
   ``down`` for any exact zero but (+0) + (+0).
 
+Stochastic rounding (every SR mode, ``sr_bits``): the exact results above carry
+their fine remainder ``resid`` (what ``rounding.round_values`` needs for SR: 2**54
+times the remainder's share of the float64 ulp, rounded to odd) instead of the
+class: a sum's TwoSum error scaled exactly; a quotient's remainder as w + delta
+(w = fl(|r| / |y|), delta's sign by TwoProd), as ``eft.exact_quotient``; a root's
+remainder to the 2**g cell a format of its width reads (``eft.resid_slack``), with
+an exact side test near cell edges.  Random numbers come from a ``torch.Generator``
+on the device or an int seed (a new Generator seeded with it), one per call:
+the operands' casts draw first (operand by operand, one number per element), then
+the result's rounding.  numpy's ops draw from a numpy Generator, so the same seed
+gives other bits; tests/test_torch_sr.py proves the remainders equal to
+``floatfmt.eft``'s and the results equal to numpy's rule given the same random
+numbers, and checks the frequency law.
+
+fp64 (and custom formats wider than 26 significant bits): ``add``, ``sub``, ``neg``,
+``abs``, ``minimum``, ``maximum`` run (TwoSum is exact for any float64 operands; a
+sum past the float64 range is +-Inf with class 3, a finite value beyond it, as
+``eft.exact_sum``); so do ``mul`` and ``fma`` (``product_parts`` / ``fma_parts``,
+``exact_device.exact_products``:
+the product of the operands' frexp mantissas is exact as p + e by TwoProd with
+Veltkamp's split, and p, e with the operands' exponents, plus c, are summed exactly
+in integer limbs, which also truncates subnormal results and carries results past
+the range); and ``div`` / ``sqrt`` (``wide_quotient`` / ``wide_root``: the
+mantissas' quotient or root by ``quotient_sticky`` / ``root_sticky`` in range, scaled
+back; a subnormal quotient truncated to 2**-1074 with its remainder from the dropped
+bits and the mantissa quotient's own).
+
 Limits (each raises NotImplementedError naming the function and the device, never a
-host copy): formats whose products do not fit float64 (fp64, wide custom formats),
-and stochastic rounding (its exact remainder is not carried on tensors).  Python
-scalars mix with tensors as in the numpy path; results are float64 tensors on the
-operands' device, not differentiable.
+host copy): ``sqrt`` under stochastic rounding in formats whose products do not fit
+float64 (fp64, wide custom formats: SR needs the root's full remainder, which
+``root_sticky`` gives only to a 2**g cell of a narrower format).
+Python scalars mix with tensors as in the numpy path; results are float64 tensors
+on the operands' device, not differentiable.  ``sum``, ``dot`` and ``matmul`` on the
+device: ``floatfmt.accumulate_device``.
 """
 
 from __future__ import annotations
@@ -38,10 +67,13 @@ from ._cast import cast
 from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
 from .dispatch import check_tensors
-from .eft import product_is_exact
+from .eft import product_is_exact, resid_slack
+from .exact_device import R_PAST, exact_products, exact_sum, resid_from, two_prod_error
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 
-__all__ = ["quotient_sticky", "root_sticky", "device_sum", "device_add", "device_sub", "device_mul", "device_fma", "device_div",
+__all__ = ["DeviceCall", "rounded_sum", "wide_root", "wide_quotient", "product_parts",
+           "fma_parts", "quotient_sticky", "root_sticky", "device_add", "device_sub",
+           "device_mul", "device_fma", "device_div",
            "device_sqrt", "device_neg", "device_abs", "device_minimum", "device_maximum"]
 
 
@@ -54,24 +86,36 @@ class _Options:
         self.policy = resolve_overflow(overflow, fmt)
 
 
-class _Call:
-    """One call: its resolved options, the torch module and the device."""
+class DeviceCall:
+    """One device call: its name, device, resolved options (``ctx``), format (``fmt``),
+    namespace (``xp``) and torch module (``t``); ``operand`` casts an operand to the
+    format, ``round`` rounds exact values (with their remainder class, or under
+    stochastic rounding their ``resid``) by the one rounding routine, ``finish``
+    refuses invalid results of formats without NaN.  ``rng``: a ``torch.Generator``
+    on the device, an int seed (a new Generator on the device seeded with it) or None
+    (torch's default generator), made once per call: ``generator`` is what the
+    operands' casts and every rounding of the call draw from, in turn.  Shared by
+    ``floatfmt.accumulate_device``."""
 
     def __init__(self, name: str, operands: list, fmt: Any, rounding: Any, overflow: Any,
-                 ftz: Any, daz: Any, sr_bits: Any = None):
+                 ftz: Any, daz: Any, sr_bits: Any = None, rng: Any = None,
+                 products: bool = True):
         self.name = f"floatfmt.{name}"
         self.device = check_tensors(self.name, operands)
-        if resolve_mode(rounding) in STOCHASTIC:
-            raise self.no("stochastic rounding")
-        if sr_bits is not None:
-            raise ValueError("sr_bits applies to rounding='stochastic' only")
+        mode = resolve_mode(rounding)
+        if mode not in STOCHASTIC and sr_bits is not None:
+            raise ValueError("sr_bits applies to the stochastic roundings only")
         self.fmt: Format = get_format(fmt)
         self.ctx = _Options(self.fmt, rounding, overflow, bool(ftz), bool(daz))
-        if not product_is_exact(self.fmt):
+        if products and not product_is_exact(self.fmt):
             raise self.no(f"the format {self.fmt.name} (its products do not fit float64)")
         tensor = next(x for x in operands if is_tensor(x))
         self.xp = namespace(tensor)
         self.t = self.xp.t
+        #: stochastic rounding: exact results carry their ``resid``, not only the class
+        self.fine = mode in STOCHASTIC
+        self.sr_bits = sr_bits
+        self.generator = self.xp.generator(rng, tensor) if self.fine else None
 
     def no(self, what: str) -> NotImplementedError:
         return NotImplementedError(f"{self.name} on {getattr(self, 'device', 'this device')}: "
@@ -89,7 +133,8 @@ class _Call:
             if isinstance(x, int) and abs(x) > 2 ** 53:
                 raise self.no("a Python int past 2**53 beside tensors")
             x = t.tensor(float(x), dtype=t.float64, device=self.device)
-        v = cast(x, fmt, ctx.rounding, ctx.overflow, ctx.ftz, False, dtype=t.float64).detach()
+        v = cast(x, fmt, ctx.rounding, ctx.overflow, ctx.ftz, False, rng=self.generator,
+                 sr_bits=self.sr_bits, dtype=t.float64).detach()
         if ctx.daz and fmt.kind == "float" and fmt.subnormals:
             tiny = (v.abs() < fmt.smallest_normal) & (v != 0)
             v = t.where(tiny, t.copysign(t.zeros_like(v), v), v)
@@ -106,14 +151,34 @@ class _Call:
         return r
 
     def round(self, v: Any, sticky: Any = None) -> Any:
+        """Round the exact values v (truncated toward zero, with ``sticky``: a uint8
+        class, or an int64 ``resid`` under stochastic rounding)."""
         c = self.ctx
-        return round_values(v, self.fmt, c.mode, c.policy, ftz=c.ftz, sticky=sticky)
+        resid = None
+        if sticky is not None and sticky.dtype == self.t.int64:
+            sticky, resid = None, sticky
+        return round_values(v, self.fmt, c.mode, c.policy, ftz=c.ftz, sticky=sticky,
+                            resid=resid, rng=self.generator, sr_bits=self.sr_bits)
+
+    def share(self, name: str, operands: list, fmt: Any, products: bool = True) -> DeviceCall:
+        """A call with the same options in another format, drawing from the same
+        generator (the accumulator's and output's roundings of a reduction)."""
+        c = self.ctx
+        other = DeviceCall(name, operands, fmt, c.rounding, c.overflow, c.ftz, c.daz,
+                           self.sr_bits, products=products)
+        other.generator = self.generator
+        other.fine = self.fine
+        return other
 
 
-def _exact_sum(x: Any, y: Any, t: Any) -> tuple[Any, Any]:
+def _exact_sum(x: Any, y: Any, t: Any, fine: bool = False) -> tuple[Any, Any]:
     """Exact x + y as (float64 truncated toward zero, uint8 remainder class 0..3) with
     TwoSum; the class is measured in the step above |s| (the sum lies beyond s) or
-    below it (the sum lies short of s, where t is the next float64 toward zero)."""
+    below it (the sum lies short of s, where t is the next float64 toward zero).
+    ``fine``: the int64 ``resid`` instead of the class (|e| scaled exactly to 2**54
+    units of that step; ``exact_device.resid_from``).  Finite operands whose float64
+    sum overflows (fp64): +-Inf with class 3 (resid ``R_PAST``), a finite value past
+    the float64 range, as ``eft.exact_sum``."""
     s = x + y
     bb = s - x
     e = (x - (s - bb)) + (y - bb)
@@ -123,12 +188,26 @@ def _exact_sum(x: Any, y: Any, t: Any) -> tuple[Any, Any]:
     a, ae2 = s.abs(), 2.0 * e.abs()
     beyond = t.sign(e) == t.sign(s)
     up = t.nextafter(a, t.full_like(a, math.inf)) - a
+    up = t.where(t.isinf(up), 2.0 ** 971, up)  # the step above the largest double
     c_beyond = t.where(ae2 < up, 1, 2)
     tz = t.nextafter(s, zero)
     d = a - tz.abs()
     c_short = t.where(ae2 > d, 1, t.where(ae2 < d, 3, 2))
+    v = t.where(nz & ~beyond, tz, s)
+    if fine:
+        unit = t.where(beyond, up, d)
+        one = t.where(nz, unit, t.ones_like(unit))  # a power of two, exactly
+        W = namespace(s).ldexp(e.abs(), 54 - (t.frexp(one)[1].to(t.int64) - 1))
+        R = resid_from(W, t.zeros_like(W), ~beyond)
+        R = t.where(nz, R, t.zeros_like(R))
+        return v, t.where(_past(s, x, y, t), R_PAST, R)
     cls = t.where(nz, t.where(beyond, c_beyond, c_short), 0).to(t.uint8)
-    return t.where(nz & ~beyond, tz, s), cls
+    return v, t.where(_past(s, x, y, t), 3, cls).to(t.uint8)
+
+
+def _past(s: Any, x: Any, y: Any, t: Any) -> Any:
+    """Where finite x + y has an infinite float64 sum s (past the float64 range)."""
+    return t.isinf(s) & t.isfinite(x) & t.isfinite(y)
 
 
 def _zero_signs(v: Any, cls: Any, x: Any, y: Any, mode: str, t: Any) -> Any:
@@ -143,9 +222,12 @@ def _zero_signs(v: Any, cls: Any, x: Any, y: Any, mode: str, t: Any) -> Any:
     return t.where(exact_zero, signed, v)
 
 
-def _sum_rounded(c: _Call, p: Any, z: Any, name: str) -> Any:
+def rounded_sum(c: DeviceCall, p: Any, z: Any, name: str) -> Any:
+    """p + z (broadcast float64 tensors) rounded once to ``c``'s format: the exact sum
+    (TwoSum, as ``floatfmt.accumulate``'s step), IEEE zero signs, invalid results
+    refused for formats without NaN (``name`` in the message)."""
     p, z = c.t.broadcast_tensors(p, z)
-    v, cls = _exact_sum(p, z, c.t)
+    v, cls = _exact_sum(p, z, c.t, c.fine)
     c.finish(v, name)
     v = _zero_signs(v, cls, p, z, c.ctx.mode, c.t)
     return c.round(v, cls)
@@ -154,50 +236,74 @@ def _sum_rounded(c: _Call, p: Any, z: Any, name: str) -> Any:
 def device_add(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.add`` on the device (see the module docstring)."""
-    c = _Call("add", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
-    return _sum_rounded(c, c.operand(a), c.operand(b), "add")
+    c = DeviceCall("add", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
+    return rounded_sum(c, c.operand(a), c.operand(b), "add")
 
 
 def device_sub(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.sub`` on the device: x + (-y), exactly as the numpy path."""
-    c = _Call("sub", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
-    return _sum_rounded(c, c.operand(a), -c.operand(b), "sub")
+    c = DeviceCall("sub", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
+    return rounded_sum(c, c.operand(a), -c.operand(b), "sub")
 
 
 def device_mul(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
-    """``ff.mul`` on the device: the float64 product is exact."""
-    c = _Call("mul", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    """``ff.mul`` on the device: the float64 product is exact for formats up to fp32;
+    wider ones (fp64) take ``product_parts``."""
+    c = DeviceCall("mul", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
     x, y = c.t.broadcast_tensors(c.operand(a), c.operand(b))
-    return c.round(c.finish(x * y, "mul"))
+    if product_is_exact(c.fmt):
+        return c.round(c.finish(x * y, "mul"))
+    v, cls = product_parts(x, y, c.ctx.mode, c.fine)
+    return c.round(c.finish(v, "mul"), cls)
 
 
 def device_fma(a: Any, b: Any, cc: Any, fmt: Any, rounding: Any = "nearest_even",
                overflow: Any = None, ftz: Any = False, daz: Any = False, rng: Any = None, *,
                sr_bits: Any = None) -> Any:
     """``ff.fma`` on the device: the exact product plus c, rounded once.  (Infinite or NaN
-    operands: IEEE's a * b + c, which float64 computes exactly for these formats.)"""
-    c = _Call("fma", [a, b, cc], fmt, rounding, overflow, ftz, daz, sr_bits)
+    operands: IEEE's a * b + c, which float64 computes exactly for these formats.)
+    Formats wider than fp32 (fp64): ``fma_parts``."""
+    c = DeviceCall("fma", [a, b, cc], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
     t = c.t
     x, y, z = t.broadcast_tensors(c.operand(a), c.operand(b), c.operand(cc))
-    # the float64 product is exact (a zero one with IEEE's sign; Inf * 0 is NaN)
-    return _sum_rounded(c, x * y, z, "fma")
+    if product_is_exact(c.fmt):
+        # the float64 product is exact (a zero one with IEEE's sign; Inf * 0 is NaN)
+        return rounded_sum(c, x * y, z, "fma")
+    v, cls = fma_parts(x, y, z, c.ctx.mode, c.fine)
+    return c.round(c.finish(v, "fma"), cls)
 
 
-_SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitter
+def product_parts(x: Any, y: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
+    """Exact x * y of float64 tensors of any magnitude as (t, class or resid):
+    ``exact_products`` where both are finite and nonzero; elsewhere IEEE's product,
+    which is exact (a signed zero, +-Inf, NaN)."""
+    t = namespace(x).t
+    x, y = t.broadcast_tensors(x, y)
+    fin = t.isfinite(x) & t.isfinite(y) & (x != 0) & (y != 0)
+    one = t.ones((), dtype=x.dtype, device=x.device)
+    v, cls = exact_products(t.where(fin, x, one), t.where(fin, y, one), None, mode, fine)
+    return t.where(fin, v, x * y), t.where(fin, cls, t.zeros_like(cls))
 
 
-def _two_prod_error(a: Any, b: Any, p: Any) -> Any:
-    """The exact error a * b - p of p = fl(a * b) (Dekker, Veltkamp's split; exact for
-    the magnitudes of formats up to fp32 and their quotients and roots)."""
-    def split(v: Any) -> tuple[Any, Any]:
-        c = _SPLITTER * v
-        hi = c - (c - v)
-        return hi, v - hi
-    ah, al = split(a)
-    bh, bl = split(b)
-    return ((ah * bh - p) + ah * bl + al * bh) + al * bl
+def fma_parts(x: Any, y: Any, z: Any, mode: str, fine: bool = False) -> tuple[Any, Any]:
+    """Exact x * y + z of float64 tensors of any magnitude as (t, class or resid):
+    ``exact_products`` where x y is finite and nonzero and z finite; a finite nonzero
+    product plus an infinite or NaN z gives z; a zero or non-finite product (exact in
+    float64) plus z is the exact sum of the two, with IEEE's zero signs."""
+    t = namespace(x).t
+    x, y, z = t.broadcast_tensors(x, y, z)
+    fin = t.isfinite(x) & t.isfinite(y) & (x != 0) & (y != 0)
+    one = t.ones((), dtype=x.dtype, device=x.device)
+    xs, ys = t.where(fin, x, one), t.where(fin, y, one)
+    pz = t.where(fin, t.zeros_like(x), x * y)
+    v0, c0 = _exact_sum(pz, z, t, fine)
+    v0 = _zero_signs(v0, c0, x * y, z, mode, t)
+    zf = t.isfinite(z)
+    v1, c1 = exact_products(xs, ys, t.where(fin & zf, z, t.zeros_like(z)), mode, fine)
+    v = t.where(fin, t.where(zf, v1, z), v0)
+    return v, t.where(fin, t.where(zf, c1, t.zeros_like(c1)), c0)
 
 
 def _placed(q: Any, side: Any, inexact: Any, t: Any) -> tuple[Any, Any]:
@@ -212,28 +318,56 @@ def _placed(q: Any, side: Any, inexact: Any, t: Any) -> tuple[Any, Any]:
     return v, cls
 
 
-def quotient_sticky(x: Any, y: Any) -> tuple[Any, Any]:
+def quotient_sticky(x: Any, y: Any, fine: bool = False) -> tuple[Any, Any]:
     """Exact x / y of float64 tensors as (t, class), t truncated toward zero (as
     ``eft.exact_quotient``, for |x|, |y|, |x / y| within 2**-900 .. 2**900): q = fl(x / y)
-    and the sign of the exact residual x - q y (TwoProd) place the quotient."""
-    t = namespace(x).t
+    and the sign of the exact residual x - q y (TwoProd) place the quotient.
+
+    ``fine``: (t, resid), the remainder |r / y| taken as w + delta, w = fl(|r| / |y|),
+    the sign of delta from the exact residual |r| - w |y| (TwoProd again), scaled to
+    2**54 units of the step beyond or below q (``exact_device.resid_from``)."""
+    xp = namespace(x)
+    t = xp.t
     q = x / y
     ok = t.isfinite(q) & (q != 0) & t.isfinite(x) & t.isfinite(y)
     zero = t.zeros((), dtype=q.dtype, device=q.device)
     qs, ys = t.where(ok, q, zero), t.where(ok, y, zero)
     p = qs * ys
-    r = (t.where(ok, x, zero) - p) - _two_prod_error(qs, ys, p)
-    return _placed(q, t.sign(r) * t.sign(y) * t.sign(q), ok & (r != 0), t)
+    r = (t.where(ok, x, zero) - p) - two_prod_error(qs, ys, p)
+    side, inexact = t.sign(r) * t.sign(y) * t.sign(q), ok & (r != 0)
+    v, cls = _placed(q, side, inexact, t)
+    if not fine:
+        return v, cls
+    one = t.ones((), dtype=q.dtype, device=q.device)
+    ar, ab = r.abs(), t.where(inexact, ys.abs(), one)
+    w = ar / ab
+    p2 = w * ab
+    d_sign = t.sign((ar - p2) - two_prod_error(w, ab, p2))
+    qa = q.abs()
+    beyond = side > 0
+    unit = t.where(beyond, t.nextafter(qa, t.full_like(qa, math.inf)) - qa, qa - v.abs())
+    unit = t.where(inexact, unit, one)  # a power of two
+    W = xp.ldexp(w, 54 - (t.frexp(unit)[1].to(t.int64) - 1))
+    R = resid_from(W, d_sign, ~beyond)
+    return v, t.where(inexact, R, t.zeros_like(R))
 
 
-def root_sticky(x: Any) -> tuple[Any, Any]:
+def root_sticky(x: Any, fine: bool = False, slack: int = 0) -> tuple[Any, Any]:
     """Exact sqrt(x) of a float64 tensor as (t, class) (as ``eft.exact_sqrt``, for x
     within 2**-900 .. 2**900): t is the largest float64 with t * t <= x, found from
     q = sqrt(x) and its neighbours by the sign of the exact residual x - t t (TwoProd),
     so that a device sqrt off by one ulp (torch's CPU float64 sqrt is, for some inputs)
     changes nothing; the class is 3 where the residual exceeds t * ulp(t) (the root is
-    past the midpoint t + ulp / 2), else 1 (a root is never a midpoint), 0 where exact."""
-    t = namespace(x).t
+    past the midpoint t + ulp / 2), else 1 (a root is never a midpoint), 0 where exact.
+
+    ``fine`` (with ``slack = g``, 6 <= g <= 52, see ``eft.resid_slack``): (t, resid),
+    resid the middle of the 2**g-cell of 2**54 (root - t) / ulp(t) (as
+    ``eft.exact_sqrt`` gives it; a narrower format never reads the low g bits): the
+    cell of the estimate 2**54 (r / 2t) / ulp (within 6 units), and where that is
+    within 16 units of a cell edge c, the exact sign of x - (t + c ulp 2**-54)**2
+    (TwoProd terms summed by ``exact_device.exact_sum``) says which side."""
+    xp = namespace(x)
+    t = xp.t
     ok = t.isfinite(x) & (x > 0)
     zero = t.zeros((), dtype=x.dtype, device=x.device)
     inf = t.full((), math.inf, dtype=x.dtype, device=x.device)
@@ -241,7 +375,7 @@ def root_sticky(x: Any) -> tuple[Any, Any]:
 
     def resid(v: Any) -> Any:
         p = v * v
-        return (xs - p) - _two_prod_error(v, v, p)
+        return (xs - p) - two_prod_error(v, v, p)
 
     q = t.sqrt(xs)
     r = resid(q)
@@ -251,17 +385,49 @@ def root_sticky(x: Any) -> tuple[Any, Any]:
     tt = t.where(r_up >= 0, up, low)
     rt = t.where(r_up >= 0, r_up, resid(low))
     ulp = t.nextafter(tt, inf) - tt
+    v = t.where(ok, tt, t.sqrt(x))
+    if fine:
+        return v, _root_resid(xs, tt, rt, ulp, ok & (rt != 0), slack, xp)
     cls = t.where(ok & (rt != 0), t.where(rt > tt * ulp, 3, 1), 0).to(t.uint8)
-    return t.where(ok, tt, t.sqrt(x)), cls
+    return v, cls
+
+
+def _root_resid(xs: Any, tt: Any, rt: Any, ulp: Any, inexact: Any, g: int, xp: Any) -> Any:
+    """The resid of ``root_sticky`` (fine): cell midpoints (see there)."""
+    t = xp.t
+    if not 6 <= g <= 52:
+        raise ValueError(f"slack must be 6..52 for roots on a device, not {g}")
+    one = t.ones((), dtype=tt.dtype, device=tt.device)
+    eu = t.frexp(t.where(inexact, ulp, one))[1].to(t.int64) - 1  # ulp = 2**eu
+    W = xp.ldexp(rt / t.where(inexact, 2.0 * tt, one), 54 - eu)  # estimate, error < 6 units
+    cell = float(1 << g)
+    j = t.floor(W / cell)
+    off = W - j * cell
+    unsure = inexact & ~((off > 16.0) & (off < cell - 16.0))
+    if bool(unsure.any()):
+        E = t.round(W[unsure] / cell)  # the nearest cell edge (index)
+        tu, eu_u = tt[unsure], eu[unsure]
+        delta = xp.ldexp(E, g + eu_u - 54)  # the edge's distance above t: exact
+        p1, p2 = tu * tu, tu * (2.0 * delta)
+        terms = t.stack([xs[unsure], -p1, -two_prod_error(tu, tu, p1), -p2,
+                         -two_prod_error(tu, 2.0 * delta, p2), -(delta * delta)])
+        above = exact_sum(terms, "nearest_even")[0] > 0  # the root lies past the edge
+        j = j.clone()
+        j[unsure] = t.where(above, E, E - 1.0)
+    R = (j.to(t.int64) << g) + (1 << (g - 1))
+    return t.where(inexact, R, t.zeros_like(R))
 
 
 def device_div(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
     """``ff.div`` on the device (``quotient_sticky``); x / 0 is a signed Inf, 0 / 0 and
     Inf / Inf NaN."""
-    c = _Call("div", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits)
+    c = DeviceCall("div", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
     x, y = c.t.broadcast_tensors(c.operand(a), c.operand(b))
-    v, cls = quotient_sticky(x, y)
+    if product_is_exact(c.fmt):
+        v, cls = quotient_sticky(x, y, c.fine)
+    else:
+        v, cls = wide_quotient(x, y, c.fine)
     c.finish(v, "div")
     return c.round(v, cls)
 
@@ -271,15 +437,84 @@ def device_sqrt(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any 
                 sr_bits: Any = None) -> Any:
     """``ff.sqrt`` on the device (``root_sticky``); sqrt(-0) = -0, the root of a
     negative number is NaN."""
-    c = _Call("sqrt", [a], fmt, rounding, overflow, ftz, daz, sr_bits)
-    v, cls = root_sticky(c.operand(a))
+    c = DeviceCall("sqrt", [a], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
+    if product_is_exact(c.fmt):
+        v, cls = root_sticky(c.operand(a), c.fine, resid_slack(c.fmt))
+    elif c.fine:
+        raise c.no(f"stochastic rounding of square roots in {c.fmt.name} (the root's full "
+                   "remainder)")
+    else:
+        v, cls = wide_root(c.operand(a))
     c.finish(v, "sqrt")
     return c.round(v, cls)
 
 
+def wide_root(x: Any) -> tuple[Any, Any]:
+    """Exact sqrt(x) of a float64 tensor of any magnitude as (t, class): x = m 2**(2k)
+    with m in [1/2, 2) (frexp, one exponent moved to m when odd), ``root_sticky(m)``
+    scaled back by 2**k (exact: a root of a float64 is a normal float64; the class is
+    relative to the ulp, which scales alike)."""
+    xp = namespace(x)
+    t = xp.t
+    ok = t.isfinite(x) & (x > 0)
+    m, e = t.frexp(t.where(ok, x, t.ones((), dtype=x.dtype, device=x.device)))
+    e = e.to(t.int64)
+    odd = (e & 1) == 1
+    tt, cls = root_sticky(t.where(odd, 2.0 * m, m))
+    v = xp.ldexp(tt, t.div(e - odd.to(t.int64), 2, rounding_mode="floor"))
+    return t.where(ok, v, t.sqrt(x)), t.where(ok, cls, t.zeros_like(cls))
+
+
+def wide_quotient(x: Any, y: Any, fine: bool = False) -> tuple[Any, Any]:
+    """Exact x / y of float64 tensors of any magnitude as (t, class), or (t, resid) with
+    ``fine``: the quotient q' of the frexp mantissas (``quotient_sticky``, in range)
+    scaled by 2**(ex - ey); a result past the float64 range is +-Inf with class 3; a
+    subnormal one is truncated to a multiple of 2**-1074 (k = log2(2**-1074 / ulp) bits
+    of q''s 53-bit integer dropped), its remainder being those bits D plus q''s own
+    remainder rho (never a multiple of the unit when nonzero): class from D against
+    half the unit, resid 2**(54 - k) D + (rho's resid >> k) (k <= 54) or D >> (k - 54),
+    made odd when inexact.  Zeros, Inf and NaN: IEEE's x / y, exact."""
+    xp = namespace(x)
+    t = xp.t
+    x, y = t.broadcast_tensors(x, y)
+    ok = t.isfinite(x) & t.isfinite(y) & (x != 0) & (y != 0)
+    one = t.ones((), dtype=x.dtype, device=x.device)
+    mx, ex = t.frexp(t.where(ok, x, one))
+    my, ey = t.frexp(t.where(ok, y, one))
+    tq, cq = quotient_sticky(mx, my, fine)
+    cq = cq.to(t.int64)
+    E = (ex - ey).to(t.int64)
+    eq = t.frexp(tq)[1].to(t.int64) - 1  # floor(log2 |tq|)
+    top = E + eq
+    v = xp.ldexp(tq, E)  # exact in the normal range
+    k_all = -1022 - top  # bits of q' below the subnormal unit (>= 1 where subnormal)
+    k = k_all.clamp(min=1, max=62)  # for shifts of the 53-bit integer (62: all of it)
+    Mi = xp.ldexp(tq.abs(), 52 - eq).to(t.int64)  # q' as a 53-bit integer
+    K = Mi >> k
+    D = Mi - (K << k)
+    sub = top < -1022
+    vs = t.copysign(xp.ldexp(K.to(t.float64), t.full_like(K, -1074)), tq)
+    if fine:
+        j = (k_all - 54).clamp(min=0, max=62)
+        low = t.where(k <= 54, (D << (54 - k).clamp(min=0)) + (cq >> k), D >> j)
+        lost = t.where(k <= 54, cq != 0, ((D & ((1 << j) - 1)) != 0) | (cq != 0))
+        cs = low | lost.to(t.int64)
+    else:
+        half = 1 << (k - 1)
+        inexact = cq != 0
+        cs = t.where((D == 0) & ~inexact, 0, t.where(D < half, 1, t.where(
+            (D == half) & ~inexact, 2, 3)))
+    past = top >= 1024
+    v = t.where(sub, vs, t.where(past, t.copysign(t.full_like(v, math.inf), tq), v))
+    cls = t.where(sub, cs, t.where(past, R_PAST if fine else 3, cq))
+    v = t.where(ok, v, x / y)
+    cls = t.where(ok, cls, t.zeros_like(cls))
+    return v, cls if fine else cls.to(t.uint8)
+
+
 def _unary(name: str, a: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any, daz: Any,
-           negate: bool) -> Any:
-    c = _Call(name, [a], fmt, rounding, overflow, ftz, daz)
+           negate: bool, rng: Any = None) -> Any:
+    c = DeviceCall(name, [a], fmt, rounding, overflow, ftz, daz, rng=rng, products=False)
     x = c.operand(a)
     v = -x if negate else x.abs()
     return c.round(c.finish(v, name))
@@ -288,18 +523,18 @@ def _unary(name: str, a: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any, 
 def device_neg(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None) -> Any:
     """``ff.neg`` on the device."""
-    return _unary("neg", a, fmt, rounding, overflow, ftz, daz, True)
+    return _unary("neg", a, fmt, rounding, overflow, ftz, daz, True, rng)
 
 
 def device_abs(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
                ftz: Any = False, daz: Any = False, rng: Any = None) -> Any:
     """``ff.abs`` on the device."""
-    return _unary("abs", a, fmt, rounding, overflow, ftz, daz, False)
+    return _unary("abs", a, fmt, rounding, overflow, ftz, daz, False, rng)
 
 
 def _minmax(name: str, a: Any, b: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any,
-            daz: Any, is_min: bool) -> Any:
-    c = _Call(name, [a, b], fmt, rounding, overflow, ftz, daz)
+            daz: Any, is_min: bool, rng: Any = None) -> Any:
+    c = DeviceCall(name, [a, b], fmt, rounding, overflow, ftz, daz, rng=rng, products=False)
     t = c.t
     x, y = t.broadcast_tensors(c.operand(a), c.operand(b))
     r = t.where(x < y, x, y) if is_min else t.where(x > y, x, y)
@@ -314,57 +549,11 @@ def device_minimum(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even",
                    overflow: Any = None, ftz: Any = False, daz: Any = False,
                    rng: Any = None) -> Any:
     """``ff.minimum`` on the device (IEEE 754-2019 minimum: NaN wins, -0 < +0)."""
-    return _minmax("minimum", a, b, fmt, rounding, overflow, ftz, daz, True)
+    return _minmax("minimum", a, b, fmt, rounding, overflow, ftz, daz, True, rng)
 
 
 def device_maximum(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even",
                    overflow: Any = None, ftz: Any = False, daz: Any = False,
                    rng: Any = None) -> Any:
     """``ff.maximum`` on the device (NaN wins, +0 > -0)."""
-    return _minmax("maximum", a, b, fmt, rounding, overflow, ftz, daz, False)
-
-
-def device_sum(x: Any, fmt: Any, acc_fmt: Any = None, order: str = "sequential",
-               axis: Any = None, *, block: int = 32, out_fmt: Any = None,
-               rounding: Any = "nearest_even", overflow: Any = None, ftz: Any = False,
-               daz: Any = False, rng: Any = None, sr_bits: Any = None) -> Any:
-    """``ff.sum`` on the device for the orders ``sequential`` and ``pairwise`` (the rules
-    of ``floatfmt.accumulate``): the terms are cast to ``fmt``, every accumulation step
-    is the exact sum rounded once to ``acc_fmt`` (default ``fmt``), then one rounding to
-    ``out_fmt`` when given.  Other orders raise NotImplementedError."""
-    if order not in ("sequential", "pairwise"):
-        raise NotImplementedError(f"floatfmt.sum on {x.device}: order={order!r} is not "
-                                  "implemented on the device yet (numpy arrays and CPU tensors "
-                                  "support it)")
-    c = _Call("sum", [x], fmt, rounding, overflow, ftz, daz, sr_bits)
-    acc = _Call("sum", [x], acc_fmt if acc_fmt is not None else fmt, rounding, overflow, ftz,
-                daz, sr_bits)
-    v = c.operand(x)
-    if axis is None:
-        T = v.reshape(-1, 1)
-    else:
-        if v.ndim == 0:
-            raise ValueError("axis given for a scalar input")
-        if not isinstance(axis, int) or isinstance(axis, bool):
-            raise TypeError(f"sum: axis must be an int or None, not {type(axis).__name__}")
-        if not -v.ndim <= axis < v.ndim:
-            raise ValueError(f"sum: axis {axis} is out of range for a {v.ndim}-dimensional input")
-        T = v.movedim(axis, 0)
-    if T.shape[0] == 0:
-        r = c.t.zeros(T.shape[1:], dtype=c.t.float64, device=T.device)
-    elif order == "sequential":
-        r = acc.round(T[0])
-        for k in range(1, T.shape[0]):
-            r = _sum_rounded(acc, r, T[k], "accumulation")
-    else:
-        if T.shape[0] == 1:
-            T = acc.round(T)
-        while T.shape[0] > 1:
-            n, m = T.shape[0], T.shape[0] // 2
-            pair = _sum_rounded(acc, T[0:2 * m:2], T[1:2 * m:2], "accumulation")
-            T = c.t.cat([pair, T[2 * m:]], 0) if n % 2 else pair
-        r = T[0]
-    if out_fmt is not None:
-        o = _Call("sum", [x], out_fmt, rounding, overflow, ftz, daz, sr_bits)
-        r = o.round(r)
-    return r.reshape(()) if axis is None else r
+    return _minmax("maximum", a, b, fmt, rounding, overflow, ftz, daz, False, rng)

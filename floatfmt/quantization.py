@@ -33,6 +33,7 @@ class to it (``floatfmt.quotients``).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,10 +42,12 @@ import numpy as np
 from ._formats import Format, FormatLike
 from ._types import Overflow, RngLike, Values
 
+from ._xp import is_tensor, namespace
 from .dispatch import tensor_entry
 from .blockscale import SCALE_ROUNDINGS, mx_quantize, nvfp4_quantize
 from .exact import to_exact
 from .groupscale import quantize_tiled, tiled_request
+from .quantize_device import device_quantize
 from .quantized import QuantizedTensor, choose, intake, normalize_axis, resolve_kind, width
 from .rounding import make_rng, resolve_mode
 from .tensorscale import (CALIBRATIONS, calibrated_range, channel_layout, fp32_scale, given_scale,
@@ -56,7 +59,17 @@ _SCHEMES = ("symmetric", "asymmetric")
 _GRANULARITIES = ("tensor", "channel", "group", "block")
 
 
-@tensor_entry("quantize", ("x", "scale", "zero_point"), ste=True)
+def _device_quantize(*args: Any, **kwargs: Any) -> QuantizedTensor:
+    """``quantize`` of a tensor the numpy kernels do not compute (``floatfmt.dispatch``)."""
+    o = inspect.signature(quantize).bind(*args, **kwargs)
+    o.apply_defaults()
+    opts = dict(o.arguments)
+    x, fmt = opts.pop("x"), opts.pop("fmt")
+    _check_ste(opts.pop("ste"))
+    return device_quantize(x, plan_quantize(fmt, opts), False, "quantize")
+
+
+@tensor_entry("quantize", ("x", "scale", "zero_point"), device_impl=_device_quantize, ste=True)
 def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
              granularity: str = "tensor", axis: int | None = None, calibration: str = "max",
              percentile: float = 99.99, rounding: str = "nearest_even", scale: Any = None,
@@ -128,8 +141,7 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
     >>> q.codes.tolist(), q.scale.shape      # groups [1, -2], [30, 40], [5]
     ([[64, -127, 95, 127, 127]], (1, 3))
     """
-    if ste not in (None, "identity", "clipped"):
-        raise ValueError(f"unknown ste {ste!r}. Valid: 'identity' (the default), 'clipped'")
+    _check_ste(ste)
     return _quantize(x, fmt, False, dict(
         scheme=scheme, granularity=granularity, axis=axis, calibration=calibration,
         percentile=percentile, rounding=rounding, scale=scale, zero_point=zero_point,
@@ -184,14 +196,56 @@ def check_options(kind: str, name: str, options: dict) -> None:
                          f"{option} applies to {homes}. Leave it out.")
 
 
-def _quantize(x, fmt, fake: bool, options: dict):
-    """quantize (``fake``: fake_quant) with every option of ``quantize`` in ``options``:
-    resolve the kind, reject options that do not apply, dispatch to the kind's scheme."""
+@dataclass(frozen=True)
+class QuantPlan:
+    """The resolved options of one ``quantize`` / ``fake_quant`` call, before any data is
+    read (shared by the numpy path and the device code, ``floatfmt.quantize_device``).
+
+    ``kind`` (``"int"``, ``"float"``, ``"mx"``, ``"nvfp4"``), ``f`` (the element ``Format``,
+    or the block format's name), ``tiled`` (group / 2-D block), ``mode`` (canonical
+    rounding mode); for integer and float kinds also ``scheme``, ``granularity``,
+    ``calibration``, ``symmetric``, ``narrow_range`` and ``margin``; ``options`` holds
+    every option as given."""
+
+    kind: str
+    f: Any
+    tiled: bool
+    mode: str
+    options: dict
+    scheme: str = "symmetric"
+    granularity: str = "tensor"
+    calibration: str = "max"
+    symmetric: bool = True
+    narrow_range: bool = True
+    margin: int = 0
+
+
+def plan_quantize(fmt: FormatLike, options: dict) -> QuantPlan:
+    """Resolve ``fmt``'s kind and check ``options`` (every keyword option of ``quantize``):
+    ``ValueError`` / ``TypeError`` for an option that does not apply or is not valid."""
     kind, f = resolve_kind(fmt)
     o = options
     tiled = tiled_request(kind, f, o["granularity"], o["group_size"], o["block"])
     check_options(kind, f if isinstance(f, str) else f.name, o)
     mode = resolve_mode(o["rounding"])
+    if kind in ("mx", "nvfp4"):
+        return QuantPlan(kind, f, tiled, mode, o)
+    scheme = choose("scheme", o["scheme"], _SCHEMES)
+    margin = o["margin"]
+    if not isinstance(margin, (int, np.integer)) or isinstance(margin, bool):
+        raise TypeError(f"margin must be an integer (a power of two), not {type(margin).__name__}")
+    symmetric = scheme == "symmetric"
+    return QuantPlan(kind, f, tiled, mode, o, scheme,
+                     choose("granularity", o["granularity"], _GRANULARITIES),
+                     choose("calibration", o["calibration"], CALIBRATIONS), symmetric,
+                     symmetric if o["narrow_range"] is None else o["narrow_range"], int(margin))
+
+
+def _quantize(x, fmt, fake: bool, options: dict):
+    """quantize (``fake``: fake_quant) with every option of ``quantize`` in ``options``:
+    resolve the kind, reject options that do not apply, dispatch to the kind's scheme."""
+    p = plan_quantize(fmt, options)
+    kind, f, o, mode = p.kind, p.f, options, p.mode
     rng = make_rng(o["rng"]) if mode == "stochastic" else o["rng"]
     if kind == "mx":
         return _mx(x, f, fake, o["axis"], o["scale_rounding"], mode, rng)
@@ -207,27 +261,20 @@ def _quantize(x, fmt, fake: bool, options: dict):
         v, frac, narrow, ex = intake(x)
         sticky = ex.resid if mode == "stochastic" else ex.sticky
         class_only = ex.sticky  # the remainder class alone (what group / block scaling takes)
-    scheme = choose("scheme", o["scheme"], _SCHEMES)
-    granularity = choose("granularity", o["granularity"], _GRANULARITIES)
-    calibration = choose("calibration", o["calibration"], CALIBRATIONS)
-    symmetric = scheme == "symmetric"
-    narrow_range = symmetric if o["narrow_range"] is None else o["narrow_range"]
-    margin = o["margin"]
-    if not isinstance(margin, (int, np.integer)) or isinstance(margin, bool):
-        raise TypeError(f"margin must be an integer (a power of two), not {type(margin).__name__}")
-    if tiled:
+    granularity, symmetric, margin = p.granularity, p.symmetric, p.margin
+    if p.tiled:
         q = quantize_tiled(v, frac, None if kind == "int" else class_only, narrow, f, granularity,
-                           o["group_size"], o["block"], o["axis"], symmetric, calibration,
-                           o["scale"], o["zero_point"], margin, o["pow2_scale"], narrow_range,
+                           o["group_size"], o["block"], o["axis"], symmetric, p.calibration,
+                           o["scale"], o["zero_point"], margin, o["pow2_scale"], p.narrow_range,
                            mode, o["overflow"], rng)
         return q.dequantize() if fake else q
     ax = None
     if granularity == "channel":
         ax = normalize_axis(0 if o["axis"] is None else o["axis"], v.ndim, "per-channel quantisation")
-    rule = _ScaleRule(granularity, ax, calibration, o["percentile"], int(margin), bool(o["pow2_scale"]))
+    rule = _ScaleRule(granularity, ax, p.calibration, o["percentile"], margin, bool(o["pow2_scale"]))
     if kind == "int":
-        return _int(v, frac, narrow, f, fake, rule, scheme, o["scale"], o["zero_point"],
-                    narrow_range, mode, rng)
+        return _int(v, frac, narrow, f, fake, rule, p.scheme, o["scale"], o["zero_point"],
+                    p.narrow_range, mode, rng)
     if not symmetric:
         raise ValueError("float formats are quantised symmetrically (scheme='symmetric')")
     q = _float(v, frac, sticky, narrow, f, rule, o["scale"], o["overflow"], mode, rng)
@@ -327,28 +374,62 @@ def _float(v, frac, sticky, narrow, f: Format, rule: _ScaleRule, scale, overflow
     return QuantizedTensor(r, sc, 0, f.name, f, rule.granularity, rule.axis, scheme="symmetric")
 
 
-_QUANTIZE_DEFAULTS = {k: v.default for k, v in __import__("inspect").signature(quantize).parameters.items()
+_QUANTIZE_DEFAULTS = {k: v.default for k, v in inspect.signature(quantize).parameters.items()
                       if v.kind is v.KEYWORD_ONLY}
 
 
-@tensor_entry("fake_quant", ("x",), ste=True)
-def fake_quant(x: Values, fmt: FormatLike = "int8", **options: Any) -> np.ndarray:
+def _options(options: dict) -> dict:
+    """Every keyword option of ``quantize``: its defaults updated by ``options``."""
+    opts = dict(_QUANTIZE_DEFAULTS)
+    unknown = set(options) - set(opts)
+    if unknown:
+        raise TypeError(f"fake_quant() got unexpected keyword argument(s) {sorted(unknown)}")
+    opts.update(options)
+    return opts
+
+
+def _check_ste(ste: Any) -> None:
+    if ste not in (None, "identity", "clipped"):
+        raise ValueError(f"unknown ste {ste!r}. Valid: 'identity' (the default), 'clipped'")
+
+
+def _device_fake_quant(x: Any, fmt: FormatLike = "int8", **options: Any) -> Any:
+    """``fake_quant`` of a tensor the numpy kernels do not compute (``floatfmt.dispatch``)."""
+    opts = _options(options)
+    return device_quantize(x, plan_quantize(fmt, opts), True, "fake_quant")
+
+
+@tensor_entry("fake_quant", ("x",), device_impl=_device_fake_quant, ste=True)
+def _fake_quant(x: Values, fmt: FormatLike = "int8", **options: Any) -> np.ndarray:
+    """``fake_quant`` without ``ste`` (numpy path; tensors through ``floatfmt.dispatch``)."""
+    kind, _ = resolve_kind(fmt)
+    if kind in ("mx", "int"):  # fused and chunked: quantize(x, fmt, **options).dequantize()
+        return _quantize(x, fmt, True, _options(options))
+    return quantize(x, fmt, **options).dequantize()
+
+
+def fake_quant(x: Values, fmt: FormatLike = "int8", **options: Any) -> Values:
     """Quantise then dequantise (the forward pass of quantisation-aware training);
     same options as ``quantize``.  Returns float64 (it holds every result exactly);
     MX formats keep a float32 input's dtype (MX values of float32 data are float32 values).
 
+    A tensor gives a tensor on its device.  ``ste``: for tensors that require grad, the
+    gradient of x passes unchanged (None / ``"identity"``), or with ``"clipped"`` only
+    where ``lo < x < hi`` for ``(lo, hi) = quantize(x, fmt, **options).limits()`` (0 where
+    the value saturated or was clipped by the scale); no effect on arrays.
+
     >>> fake_quant([0.1, 0.26, -1.0], "int8").tolist()
     [0.10236220434308052, 0.25984251871705055, -0.9999999962747097]
     """
-    kind, _ = resolve_kind(fmt)
-    if kind in ("mx", "int"):  # fused and chunked: quantize(x, fmt, **options).dequantize()
-        opts = dict(_QUANTIZE_DEFAULTS)
-        unknown = set(options) - set(opts)
-        if unknown:
-            raise TypeError(f"fake_quant() got unexpected keyword argument(s) {sorted(unknown)}")
-        opts.update(options)
-        return _quantize(x, fmt, True, opts)
-    return quantize(x, fmt, **options).dequantize()
+    ste = options.pop("ste", None)
+    _check_ste(ste)
+    if ste == "clipped" and is_tensor(x) and x.requires_grad:
+        # the values of quantize(...).dequantize(), which carries the clipped gradient
+        kind, _ = resolve_kind(fmt)
+        t = namespace(x).t
+        dtype = t.float32 if kind == "mx" and x.dtype == t.float32 else t.float64
+        return quantize(x, fmt, ste="clipped", **options).dequantize(dtype)
+    return _fake_quant(x, fmt, **options)
 
 
 _FAKE_CHUNK = 1 << 17  # elements a chunk of _fake_int

@@ -25,8 +25,10 @@ from ._block_formats import block_formats, element_format, get_block_format, is_
 from ._formats import Format, get_format
 from ._names import unknown_name
 from .codec import values_to_codes
+from ._xp import is_tensor
 from .dispatch import fields_device, tensor_method
 from .exact import to_exact
+from .quantized_device import device_codes, device_dequantize, device_limits
 
 __all__ = ["QuantizedTensor", "dequantize"]
 
@@ -178,7 +180,7 @@ class QuantizedTensor:
         int16 / int32 arrays as needed), bit patterns (uint8) for float elements
         and MXINT8 (its two's-complement byte)."""
         if fields_device(self) is not None:
-            return tensor_method(self, "_codes_of")
+            return tensor_method(self, "_codes_of", device_impl=device_codes)
         return self._codes_of()
 
     def _codes_of(self):
@@ -207,9 +209,10 @@ class QuantizedTensor:
 
     def dequantize(self, dtype=np.float64) -> np.ndarray:
         """``(elements - zero_point) * scale`` as ``dtype`` (float64 holds it exactly).
-        Made from a tensor: a tensor on its device (``dispatch.tensor_method``)."""
+        Made from a tensor: a tensor on its device (``dispatch.tensor_method``; other
+        devices than the CPU: ``floatfmt.quantized_device``)."""
         if fields_device(self) is not None:
-            return tensor_method(self, "dequantize", dtype)
+            return tensor_method(self, "dequantize", dtype, device_impl=device_dequantize)
         if self.granularity == "block":
             out = _block_dequantize(self)
         else:
@@ -222,7 +225,10 @@ class QuantizedTensor:
     def limits(self):
         """Clipping thresholds (lo, hi), broadcastable to the input: values beyond them
         saturate, i.e. would round past the largest code if the range went on (the
-        largest code plus half a step, the step of the top binade for floats)."""
+        largest code plus half a step, the step of the top binade for floats).
+        Made from a tensor: tensors on its device."""
+        if fields_device(self) is not None:
+            return tensor_method(self, "limits", device_impl=device_limits)
         s = self._expand(self.scale)
         if self.tensor_scale is not None:
             s = s * self.tensor_scale
@@ -239,15 +245,14 @@ class QuantizedTensor:
     @property
     def bits_per_element(self) -> float:
         """Storage cost: element bits plus the scales' (and zero points') share."""
-        n = max(self.elements.size, 1)
+        n = max(_count(self.elements), 1)
         eb = width(self.element_format)
         if self.granularity == "block":
-            nscale = np.size(self.scale)
-            extra = 8 * nscale + (32 if self.tensor_scale is not None else 0)
+            extra = 8 * _count(self.scale) + (32 if self.tensor_scale is not None else 0)
         else:
-            nscale = np.size(self.scale)
-            extra = 32 * nscale + (eb * np.size(self.zero_point)
-                                   if np.any(np.asarray(self.zero_point) != 0) else 0)
+            zp: Any = self.zero_point
+            nonzero = bool((zp != 0).any()) if is_tensor(zp) else bool(np.any(np.asarray(zp) != 0))
+            extra = 32 * _count(self.scale) + (eb * _count(zp) if nonzero else 0)
         return eb + extra / n
 
     def __array__(self, dtype=None, copy=None):
@@ -257,9 +262,10 @@ class QuantizedTensor:
         g = self.granularity + (f", axis={self.axis}" if self.axis is not None else "")
         if self.block_size:
             g += f", block={self.block_size}"
-        sc = np.asarray(self.scale)
-        sdesc = f"scale={float(sc):.6g}" if sc.ndim == 0 else f"{sc.size} scales"
-        return (f"QuantizedTensor({self.fmt}, shape={self.shape}, {g}, {sdesc}, "
+        sc = self.scale
+        scalar = sc.ndim == 0 if is_tensor(sc) else np.ndim(sc) == 0
+        sdesc = f"scale={float(sc):.6g}" if scalar else f"{_count(sc)} scales"
+        return (f"QuantizedTensor({self.fmt}, shape={tuple(self.shape)}, {g}, {sdesc}, "
                 f"{self.bits_per_element:.3g} bits/element)")
 
     # -- packed storage (elements + scale codes), see floatfmt.packing ------------------------
@@ -340,6 +346,11 @@ class QuantizedTensor:
         return cls(elements=values, scale=scale, zero_point=0, fmt=p.fmt, element_format=elem,
                    granularity="block", axis=axis, block_size=bs, scale_codes=scodes.astype(np.uint8),
                    tensor_scale=ts, scheme="symmetric")
+
+
+def _count(a: Any) -> int:
+    """Elements of an array, tensor or number (``np.size`` reads a tensor's ``size`` method)."""
+    return int(a.numel()) if is_tensor(a) else int(np.size(a))
 
 
 def width(fmt: Format) -> int:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import enum
 import math
+import struct
 import threading
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -217,7 +218,7 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, 
             if sr_bits is None:
                 return rand < f
             return rand < xp.floor(f * float(1 << sr_bits))
-        return rand < _sr_threshold(f, resid, shift, sr_bits)
+        return rand < _sr_threshold(f, resid, shift, sr_bits, xp)
     raise AssertionError(mode)
 
 
@@ -236,7 +237,7 @@ def _p3109_sr_away(mode, f, rand, n, resid, shift, xp=NUMPY):
     def floor_scaled(m):  # floor(nu 2**m), exact
         if resid is None:
             return xp.floor(f * float(1 << m))
-        return _sr_threshold(f, resid, shift, m)
+        return _sr_threshold(f, resid, shift, m, xp)
 
     if mode == "stochastic_a":
         return floor_scaled(n) >= float(1 << n) - rand
@@ -246,18 +247,26 @@ def _p3109_sr_away(mode, f, rand, n, resid, shift, xp=NUMPY):
     if resid is None:
         exact = f * float(1 << (n + 1)) == f2
     else:  # nu 2**(n+1) is an integer iff f's part is and rho 2**(n+1-shift) is (even resid)
-        R = np.asarray(resid, np.int64)
-        d = np.minimum(54 + np.asarray(shift, np.int64) - (n + 1), 62)
-        exact = (f * float(1 << (n + 1)) == f2) & ((R & ((np.int64(1) << d) - 1)) == 0)
+        R, sh = _ints(resid, shift, xp)
+        d = xp.clip(54 + sh - (n + 1), None, 62)
+        exact = (f * float(1 << (n + 1)) == f2) & ((R & ((1 << d) - 1)) == 0)
     half = xp.floor(f2 * 0.5)  # floor(z)
     tie = exact & (f2 - 2.0 * half == 1.0)
     rn = xp.floor((f2 + 1.0) * 0.5) - xp.where(tie & (xp.floor(half * 0.5) * 2.0 == half), 1.0, 0.0)
     return rn >= float(1 << n) - rand
 
 
-def _sr_threshold(f, resid, shift, sr_bits):
+def _ints(resid, shift, xp):
+    """resid and shift as int64 arrays of the namespace (numpy: converted; tensors: as
+    given, int64 tensors on one device)."""
+    if xp is NUMPY:
+        return np.asarray(resid, np.int64), np.asarray(shift, np.int64)
+    return resid, shift
+
+
+def _sr_threshold(f, resid, shift, sr_bits, xp=NUMPY):
     """The stochastic-rounding threshold of the exact fraction p = f + rho * 2**-shift
-    (numpy arrays: only the numpy path carries a remainder ``resid``).
+    (numpy arrays or int64 tensors: ``resid``, ``shift``).
 
     ``f`` is the float64 part's fraction of a quantum (a multiple of 2**-shift),
     ``rho = resid / 2**54`` the rest in units of the float64's ulp (``resid``
@@ -275,19 +284,18 @@ def _sr_threshold(f, resid, shift, sr_bits):
     resid with one shift, because no multiple of 2**(shift + 1) (an even number)
     lies strictly between the even neighbours of an odd resid.
     """
-    R = np.asarray(resid, np.int64)
-    sh = np.asarray(shift, np.int64)
+    R, sh = _ints(resid, shift, xp)
     if sr_bits is None:
         # ceil(rho 2**(53 - shift)) = ceil(R / 2**(shift + 1)); 1 for any R > 0 once
         # 2**(shift + 1) > R (shift >= 54)
-        d = np.minimum(sh + 1, 56)
-        c = ((R + (np.int64(1) << d) - 1) >> d).astype(np.float64)
-        base = np.floor(f * 2.0 ** 53)
-        k = np.where(R == 0, np.ceil(f * 2.0 ** 53), base + c)
+        d = xp.clip(sh + 1, None, 56)
+        c = xp.tofloat((R + (1 << d) - 1) >> d)
+        base = xp.floor(f * 2.0 ** 53)
+        k = xp.where(R == 0, xp.ceil(f * 2.0 ** 53), base + c)
         return k * 2.0 ** -53
     n = int(sr_bits)
-    d = np.minimum(54 - n + sh, 63)  # floor(rho 2**(n - shift)) = R >> (54 - n + shift)
-    return np.floor(f * float(1 << n)) + (R >> d).astype(np.float64)
+    d = xp.clip(54 - n + sh, None, 63)  # floor(rho 2**(n - shift)) = R >> (54 - n + shift)
+    return xp.floor(f * float(1 << n)) + xp.tofloat(R >> d)
 
 
 def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws=None):
@@ -304,7 +312,7 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws
     fine = False
     if sticky is not None and fmt.kind == "float" and fmt.mbits == 52:
         # x's own float64 ulp (np.spacing would give inf at the largest double)
-        own = xp.maximum((xp.bits(x) >> 52) & 0x7FF, 1) - 1075
+        own = xp.clip((xp.bits(x) >> 52) & 0x7FF, 1, None) - 1075
         fine = xp.pow2(own) == (q if k is None else xp.pow2(k))
     code_parity = fmt.rules == "p3109" and fmt.mbits == 0
     if sticky is None and mode in ("nearest_even", "toward_zero", "up", "down") and not (
@@ -327,16 +335,16 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws
             kq = k if k is not None else ((xp.bits(q) >> 52) & 0x7FF) - 1023
             odd = (t != 0) & (((kq + fmt.bias) & 1) == 1)
         shift = None
-        if mode in STOCHASTIC and resid is not None:  # numpy only (tensors carry no resid)
+        if mode in STOCHASTIC and resid is not None:
             # log2(quantum / x's float64 ulp), >= 0 for every format of at most 53 bits
-            own = np.maximum((x.view(np.int64) >> 52) & 0x7FF, 1) - 1075
+            own = xp.clip((xp.bits(x) >> 52) & 0x7FF, 1, None) - 1075
             if fmt.kind != "float":
                 kq = 0
             elif k is None:
-                kq = ((q.view(np.int64) >> 52) & 0x7FF) - 1023
+                kq = ((xp.bits(q) >> 52) & 0x7FF) - 1023
             else:
                 kq = k
-            shift = np.maximum(kq - own, 0)
+            shift = xp.clip(kq - own, 0, None)
         away = _away(mode, y, t, sticky, fine, rand, sr_bits, xp.signbit(x), resid, shift, xp,
                      odd)
         n = t + xp.copysign(away, x)
@@ -396,9 +404,13 @@ def resid_class(resid):
     return np.where(R == 0, 0, np.where(R < half, 1, np.where(R == half, 2, 3))).astype(np.uint8)
 
 
-def _round_tensor_observed(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out):
+def _round_tensor_observed(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out,
+                           resid=None):
     """``round_values`` on a tensor, reported to the flags observer when one is set."""
-    r = _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
+    if resid is not None:  # the class, for the observer and the deterministic modes
+        sticky = _resid_class_tensor(resid, x)
+    r = _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out,
+                      resid if mode in STOCHASTIC else None)
     observer = OBSERVER.get()
     # CPU tensors in deterministic modes went through the numpy routine, which reported
     if observer is not None and (mode in STOCHASTIC or not host_kernels(x)):
@@ -448,7 +460,8 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
         not needed) and what stochastic rounding needs: the probability of
         rounding away from zero is then the exact rule below for every format,
         fp64 included.  Stochastic rounding of inexact values (``sticky``
-        nonzero) requires it; the other modes need only the class.
+        nonzero) requires it; the other modes need only the class.  For a
+        tensor x: an int64 tensor on x's device.
     out : optional float64 array of x's shape for the result (may be x itself).
     sr_random : optional integers R in [0, 2**sr_bits), broadcast to x: the random
         numbers of a stochastic mode, used instead of drawing from ``rng``.
@@ -471,10 +484,11 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
     seed does not depend on the thread count.
     """
     if is_tensor(x):
-        if resid is not None or sr_random is not None:
-            raise TypeError("round_values on a tensor takes no resid= or sr_random= "
-                            "(tensors carry no remainder; random draws come from rng)")
-        return _round_tensor_observed(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out)
+        if sr_random is not None:
+            raise TypeError("round_values on a tensor takes no sr_random= (random draws come "
+                            "from rng)")
+        return _round_tensor_observed(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky,
+                                      out, resid)
     x = np.asarray(x, dtype=np.float64)
     policy = resolve_overflow(overflow, fmt)
     if mode in STOCHASTIC and rng is None:
@@ -525,7 +539,18 @@ def _draws(sr_random, mode, sr_bits, shape):
     return r.astype(np.float64).reshape(-1)
 
 
-def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out):
+def _resid_class_tensor(resid, x):
+    """``resid_class`` of an int64 tensor on x's device."""
+    xp = namespace(x)
+    t = xp.t
+    if not is_tensor(resid) or resid.device != x.device or resid.dtype != t.int64:
+        raise TypeError("resid for a tensor must be an int64 tensor on the same device")
+    half = 1 << 53
+    return t.where(resid == 0, 0, t.where(resid < half, 1, t.where(resid == half, 2, 3))).to(
+        t.uint8)
+
+
+def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, out, resid=None):
     """``round_values`` for a float64 torch tensor; returns a float64 tensor on its device.
 
     CPU tensors (deterministic modes) take the numpy routine on a view of their memory;
@@ -541,7 +566,9 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
         if not is_tensor(sticky) or sticky.device != x.device:
             raise TypeError("sticky for a tensor must be a tensor on the same device")
         sticky = sticky.to(xp.t.uint8) if bool(sticky.any()) else None
-        if sticky is not None and mode in STOCHASTIC:
+        if sticky is None:
+            resid = None
+        if sticky is not None and mode in STOCHASTIC and resid is None:
             raise ValueError("stochastic rounding of a value that float64 does not hold needs "
                              "its exact remainder, which tensors do not carry")
         if sticky is not None and daz_below is not None:
@@ -559,16 +586,19 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
         rng = xp.generator(rng, x)
     if daz_below is not None:
         x, _, _ = _daz(x, None, None, daz_below, xp)
+    if resid is not None:
+        resid = xp.t.broadcast_to(resid, x.shape)
     if x.device.type != "cpu" or x.numel() <= _TORCH_CHUNK:
-        return _general_chunk(x, sticky, fmt, mode, policy, ftz, rng, sr_bits, None, xp)
+        return _general_chunk(x, sticky, fmt, mode, policy, ftz, rng, sr_bits, resid, xp)
     # CPU: cache-sized chunks (the general path makes a dozen temporaries per call)
     xf = x.reshape(-1)
     sf = None if sticky is None else sticky.reshape(-1)
+    rf = None if resid is None else resid.reshape(-1)
     out = xp.t.empty_like(xf)
     for i in range(0, xf.numel(), _TORCH_CHUNK):
         j = i + _TORCH_CHUNK
         out[i:j] = _general_chunk(xf[i:j], None if sf is None else sf[i:j], fmt, mode, policy,
-                                  ftz, rng, sr_bits, None, xp)
+                                  ftz, rng, sr_bits, None if rf is None else rf[i:j], xp)
     return out.reshape(x.shape)
 
 
@@ -721,7 +751,7 @@ class _Buffers:
         self.u = np.empty(size, np.float64)
         self.v = np.empty(size, np.float64)
         self.x = np.empty(size, np.float64)
-        self._w, self.size = None, size
+        self._w, self._f32, self.size = None, None, size
 
     @property
     def w(self):  # only chunks with a sticky part need it
@@ -729,13 +759,21 @@ class _Buffers:
             self._w = np.empty(self.size, np.float64)
         return self._w
 
+    @property
+    def f32(self):  # only binary32 requests (_Kind.F32) need it
+        if self._f32 is None:
+            self._f32 = np.empty(self.size, np.float32)
+        return self._f32
+
 
 class _Kind(enum.Enum):
-    """How the fast path rounds: the three shapes of ``_fast_chunk``."""
+    """How the fast path rounds: the four shapes of ``_fast_chunk``."""
 
     COPY = "copy"    # fp64 itself: every float64 is a value; copy (and clip for saturate)
     INT = "int"      # integer formats: quantum 1, round x itself, then clip to [min, max]
     FLOAT = "float"  # float formats: scale by 2**(mbits - ee), round, scale back
+    F32 = "f32"      # IEEE binary32, nearest-even, Inf past the range: numpy's float64 ->
+                     # float32 conversion (the FPU's IEEE rounding, as rint is for FLOAT)
 
 
 class _Ovf(enum.Enum):
@@ -753,7 +791,7 @@ class _Ovf(enum.Enum):
 
 # module-level aliases: the fast path tests them per chunk (a global is quicker to read
 # than an Enum class attribute)
-_COPY, _INT = _Kind.COPY, _Kind.INT
+_COPY, _INT, _F32 = _Kind.COPY, _Kind.INT, _Kind.F32
 (_O_NONE, _O_CLIP, _O_MAX_NEG, _O_MAX_POS, _O_CLIP_FINITE, _O_NAN, _O_NAN_UP,
  _O_NAN_DOWN) = _Ovf
 
@@ -775,6 +813,7 @@ class _Plan:
     inf_check : nearest-away and stochastic compute inf - inf: chunks with Inf input
         take the general path.
     plus0 : the format has no -0: add +0 at the end.
+    alt : F32: the FLOAT plan, for chunks with a sticky part.
     """
 
     kind: _Kind
@@ -790,19 +829,47 @@ class _Plan:
     back: np.float64 | None = None
     inf_check: bool = False
     plus0: bool = False
+    alt: _Plan | None = None
 
 
 def _plan(fmt, mode, policy, sr_bits):
     """A _Plan when the fast path handles this request, else None (general path)."""
-    return _plan_cached(fmt, mode, policy, sr_bits)
+    p = _plan_cached(fmt, mode, policy, sr_bits)
+    if p is not None and p.kind is _F32 and not _f32_keeps_subnormals():
+        p = _plan_cached(fmt, mode, policy, sr_bits, False)
+    return p
 
 
-def _make_plan(fmt, mode, policy, sr_bits) -> _Plan | None:
-    """The fast path's plan for a request (None: the general path handles it)."""
+# binary32 subnormals, and two ties (to even: down, then up), with their RNE results
+_F32_PROBE = (2.0 ** -140, -3 * 2.0 ** -149, 1 + 2.0 ** -24, -(1 + 3 * 2.0 ** -24))
+_F32_WANT = (2.0 ** -140, -3 * 2.0 ** -149, 1.0, -(1 + 2.0 ** -22))
+_F32_STRUCT = struct.Struct("<4f")  # C double -> float -> double casts: the FPU's, ~0.5 us
+
+
+def _f32_keeps_subnormals() -> bool:
+    """Whether this thread's float32 conversions round to nearest even and keep
+    subnormals: not when the FPU flushes them (flush-to-zero / denormals-are-zero, as
+    ``torch.set_flush_denormal(True)`` sets on x86) or rounds in another mode; then
+    binary32 requests take the FLOAT plan."""
+    return _F32_STRUCT.unpack(_F32_STRUCT.pack(*_F32_PROBE)) == _F32_WANT
+
+
+_BINARY32 = ("float", 8, 23, 127, True, "ieee", True, True, True, "ieee")
+
+
+def _make_plan(fmt, mode, policy, sr_bits, f32=True) -> _Plan | None:
+    """The fast path's plan for a request (None: the general path handles it); ``f32``:
+    whether IEEE binary32 nearest-even may use the conversion plan (``_Kind.F32``)."""
     if policy == "satnone":  # the same rule as these (see resolve_overflow), or general path
         if fmt.inf and mode == "odd" and fmt.inf_code & 1:
             return None
         policy = "inf" if fmt.inf else "saturate"
+    if f32 and mode == "nearest_even" and policy == "inf" and (
+            fmt.kind, fmt.ebits, fmt.mbits, fmt.bias, fmt.inf, fmt.nan, fmt.signed,
+            fmt.negative_zero, fmt.zero, fmt.rules) == _BINARY32:
+        mx = np.float64(fmt.max)
+        return _Plan(_Kind.F32, mode=mode, sr_bits=sr_bits, max=mx, max_bits=mx.view(np.int64),
+                     alt=_make_plan(fmt, mode, policy, sr_bits, False))
     if mode in _P3109_SR or policy == "propagate" or (
             fmt.inf and fmt.nan != "ieee" and policy == "inf"):
         return None  # (P3109: the Inf code is not the whole top binade, so no fold)
@@ -859,15 +926,17 @@ def _overflow_step(mode, policy, ieee_inf) -> _Ovf:
 _PLANS: dict = {}
 
 
-def _plan_cached(fmt, mode, policy, sr_bits):
-    key = (fmt, mode, policy, sr_bits)
+def _plan_cached(fmt, mode, policy, sr_bits, f32=True):
+    key = (fmt, mode, policy, sr_bits, f32)
     if key not in _PLANS:
-        _PLANS[key] = _make_plan(fmt, mode, policy, sr_bits)
+        _PLANS[key] = _make_plan(fmt, mode, policy, sr_bits, f32)
     return _PLANS[key]
 
 
 def _sticky_ok(xc, p) -> bool:
     """Whether the fast path can take a chunk with a sticky part (see _fast_chunk)."""
+    if p.kind is _F32:
+        p = p.alt
     return (p.kind is not _COPY and p.mode != "stochastic"
             and not (np.isinf(np.fmax.reduce(xc)) or np.isinf(np.fmin.reduce(xc))))
 
@@ -895,6 +964,13 @@ def _fast_chunk(xc, o, p, rng, b, sc=None) -> bool:
     trunc(y) + sign(x); everywhere else x + d rounds like x.
     """
     k = xc.size
+    if p.kind is _F32:  # IEEE binary32 RNE: overflow gives +-Inf, subnormals kept (_plan)
+        if sc is not None:
+            return _fast_chunk(xc, o, p.alt, rng, b, sc)
+        f = b.f32[:k]
+        np.copyto(f, xc, casting="same_kind")
+        np.copyto(o, f)
+        return True
     if p.kind is _COPY:
         np.copyto(o, xc)
         if p.ovf is _O_CLIP:

@@ -61,7 +61,7 @@ from .threads import limit_threads, run_parts
 
 __all__ = ["TensorCoreModel", "tensorcore_models", "get_model", "tensorcore_product",
            "fused_dot", "mma", "block_scaled_mma", "get_block_model", "TF32_OPERANDS",
-           "C_ENTRIES"]
+           "C_ENTRIES", "matmul_shapes", "mma_shapes"]
 
 TF32_OPERANDS = {"truncate": "toward_zero", "rne": "nearest_even", "rna": "nearest_away"}
 C_ENTRIES = ("aligned", "after")
@@ -625,22 +625,50 @@ def tensorcore_product(kind, a, b, fmt, model, acc_fmt="fp32", *, rounding="near
         EP = ex + ey
         r = fused_dot(P, np.broadcast_to(EP, P.shape), m)
         return r, m.acc_fmt
-    x1, y1 = x.ndim == 1, y.ndim == 1
-    if x1:
+    _, res_shape = matmul_shapes(x.shape, y.shape)
+    if x.ndim == 1:
         x, ex = x[None, :], ex[None, :]
-    if y1:
+    if y.ndim == 1:
         y, ey = y[:, None], ey[:, None]
-    if x.shape[-1] != y.shape[-2]:
-        raise ValueError(f"matmul: shapes {x.shape} and {y.shape} do not align")
-    out = _chain_matmul(x, ex, y, ey, m, fmt=in_fmt)
-    if x1:
-        out = out[..., 0, :]
-    if y1:
-        out = out[..., 0]
-    return out, m.acc_fmt
+    return _chain_matmul(x, ex, y, ey, m, fmt=in_fmt).reshape(res_shape), m.acc_fmt
 
 
-@tensor_entry('mma', ('a', 'b', 'c'))
+def matmul_shapes(xshape: tuple, yshape: tuple, kind: str = "matmul") -> tuple[tuple, tuple]:
+    """The shapes of ``x @ y`` by numpy's rules, for the host and the device kernels
+    (``floatfmt.tensorcore_device``) alike: (the product's shape with a 1-D x read as
+    (1, K) and a 1-D y as (K, 1), the result's shape without those axes).  ValueError
+    for scalars, a K that differs, or batch axes that do not broadcast.
+
+    >>> matmul_shapes((3,), (2, 3, 4))
+    ((2, 1, 4), (2, 4))
+    """
+    xshape, yshape = tuple(xshape), tuple(yshape)
+    if not xshape or not yshape:
+        raise ValueError(f"{kind} needs arrays, not scalars")
+    xs = (1,) + xshape if len(xshape) == 1 else xshape
+    ys = yshape + (1,) if len(yshape) == 1 else yshape
+    if xs[-1] != ys[-2]:
+        raise ValueError(f"{kind}: shapes {xs} and {ys} do not align ({xs[-1]} != {ys[-2]})")
+    try:
+        batch = tuple(np.broadcast_shapes(xs[:-2], ys[:-2]))
+    except ValueError:
+        raise ValueError(f"{kind}: the batch axes of {xs} and {ys} do not broadcast") from None
+    res = batch + xs[-2:-1] * (len(xshape) > 1) + ys[-1:] * (len(yshape) > 1)
+    return batch + (xs[-2], ys[-1]), res
+
+
+def mma_shapes(xshape: tuple, yshape: tuple) -> tuple:
+    """The result shape (..., M, N) of ``mma`` for a of shape (..., M, K) and b of shape
+    (..., K, N) (host and device); ValueError for fewer than 2 axes, a K that differs or
+    batch axes that do not broadcast."""
+    xshape, yshape = tuple(xshape), tuple(yshape)
+    if len(xshape) < 2 or len(yshape) < 2:
+        raise ValueError(f"mma: a and b must have at least 2 dimensions ((..., M, K) and "
+                         f"(..., K, N)), not shapes {xshape} and {yshape}")
+    return matmul_shapes(xshape, yshape, "mma")[0]
+
+
+@tensor_entry('mma', ('a', 'b', 'c'), device_impl="floatfmt.tensorcore_device:device_mma")
 def mma(a: Values, b: Values, c: Values, fmt: FormatLike, model: str | TensorCoreModel,
         acc_fmt: FormatLike = "fp32") -> Values:
     """D = A.B + C as one matrix unit computes it: C is the accumulator input of the unit.
@@ -679,17 +707,7 @@ def mma(a: Values, b: Values, c: Values, fmt: FormatLike, model: str | TensorCor
     """
     m = get_model(model, fmt, acc_fmt)
     x, y, in_fmt = _cast_inputs(a, b, fmt, m, "nearest_even", None, False, False, None)
-    if x.ndim < 2 or y.ndim < 2:
-        raise ValueError(f"mma: a and b must have at least 2 dimensions ((..., M, K) and "
-                         f"(..., K, N)), not shapes {x.shape} and {y.shape}")
-    if x.shape[-1] != y.shape[-2]:
-        raise ValueError(f"mma: shapes {x.shape} and {y.shape} do not align "
-                         f"({x.shape[-1]} != {y.shape[-2]})")
-    try:
-        out_shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
-    except ValueError:
-        raise ValueError(f"mma: the batch axes of a {x.shape} and b {y.shape} do not "
-                         "broadcast") from None
+    out_shape = mma_shapes(x.shape, y.shape)
     cv = _accumulator_input(c, m, out_shape)
     if m.fmt == "int8":
         r = np.matmul(x.astype(np.int64), y.astype(np.int64)) + cv.astype(np.int64)
@@ -751,9 +769,11 @@ def get_block_model(model: "str | TensorCoreModel", block_fmt: str | None = None
     return m
 
 
+@tensor_entry('block_scaled_mma', ('a', 'a_scale', 'b', 'b_scale', 'c'),
+              device_impl="floatfmt.tensorcore_device:device_block_scaled_mma")
 def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: Values = 0.0,
                      model: "str | TensorCoreModel" = "b200",
-                     block_fmt: str | None = None) -> np.ndarray:
+                     block_fmt: str | None = None) -> Values:
     """D = A.B + C on a block-scaled matrix unit (Blackwell ST-FDPA / GST-FDPA), the
     block scales applied inside the instruction.
 

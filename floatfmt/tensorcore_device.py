@@ -1,37 +1,56 @@
-"""``matmul(..., model=...)`` and ``dot(..., model=...)`` on tensors of any device: the tensor-core steps of
-``floatfmt.tensorcore`` written over the array namespace (torch ops on the tensor's
-device; torch is never imported here).
+"""``matmul(..., model=...)``, ``dot(..., model=...)``, ``mma`` and ``block_scaled_mma`` on
+tensors of any device:
+the tensor-core steps of ``floatfmt.tensorcore`` written over the array namespace (torch
+ops on the tensor's device; torch is never imported here).
 
-This is the device implementation ``floatfmt.dispatch`` calls for ``ff.matmul``
-with a ``model`` on a CUDA tensor (or a CPU tensor under ``force_namespace``, which
-the tests use to prove it equal to the numpy kernels).  The steps are those of the
-module docstring of ``floatfmt.tensorcore`` (numpy's ``_chain_matmul_fast``), for
-one block of L products at a time along K:
+These are the device implementations ``floatfmt.dispatch`` calls for ``ff.matmul`` /
+``ff.dot`` with a ``model``, ``ff.mma`` and ``tensorcore.block_scaled_mma`` on a CUDA tensor (or a CPU tensor under
+``force_namespace``, which the tests use to prove them equal to the numpy kernels for
+every preset of ``ff.tensorcore_models()``).  The steps are those of the module
+docstring of ``floatfmt.tensorcore``, for one block of L products at a time along K:
 
-1. the operands are cast to the model's input format (tf32 models: to fp32, then
-   to tf32 by the model's ``tf32_operands`` rule) by ``ff.cast`` on the device;
-2. products are exact in float64 (inputs of at most 11 significant bits... 24 for
-   tf32: 48-bit products); each has the exponent e_a + e_b, where a value's exponent
-   is max(floor(log2|v|), emin) of the input format, and zero products do not
-   count;
-3. e_max is the largest of those exponents, the model's ``zero_exponent`` floor and
-   the accumulator's exponent (when nonzero);
-4. every term, the accumulator included, is truncated toward zero to a multiple of
-   2**(e_max - F) by the one rounding routine (scaled by 2**(F - e_max), rounded
-   toward zero to a 53-bit integer, scaled back: all exact), and the terms are added
-   in float64, exactly (they are multiples of that unit below 2**(F + 2) units);
-5. the sum is rounded once to the step format in the model's rounding
-   (``round_values`` on the device); past its range it is +-Inf; an exact zero +0;
-   where the float64 sum of the block's products and the accumulator is not finite
-   (Inf or NaN operands, or an Inf accumulator), the result is that sum.
+1. the operands are cast to the model's input format by ``ff.cast`` on the device
+   (tf32 models: to fp32 in the call's rounding, then to tf32 by the model's
+   ``tf32_operands`` rule; models with ``ftz``: subnormal inputs become +0);
+2. products are exact in float64 (inputs of at most 24 significant bits); each has
+   the exponent e_a + e_b, where a value's exponent is max(floor(log2|v|), emin) of
+   the input format;
+3. T-FDPA (every NVIDIA preset): e_max is the largest of the nonzero products'
+   exponents, the model's ``zero_exponent`` floor and the accumulator's exponent
+   (when nonzero); every term, the accumulator included, is truncated toward zero to
+   a multiple of 2**(e_max - F) by the one rounding routine (scaled by 2**(F - e_max),
+   rounded toward zero to a 53-bit integer, scaled back: all exact), the terms are
+   added in float64, exactly (multiples of that unit below 2**(F + 2) units), and the
+   sum is rounded once to the step format in the model's rounding (past its range
+   +-Inf, or +-max for ``overflow="saturate"``; an exact zero +0); where the float64
+   sum of the block's products and the accumulator is not finite (Inf or NaN), the
+   result is that sum.  With ``c_entry="after"`` (B200 FP8) the products are fused
+   that way from a zero accumulator and the accumulator is then added by
+   ``ops_device.device_add`` (exact sum, one round-to-nearest-even);
+4. the AMD steps (``e_fdpa``, ``ftz_addmul``, ``tr_fdpa``, ``gtr_fdpa``) are
+   ``floatfmt.fdpa_device.step``;
+5. int8 models: integer products summed exactly (a float64 matrix product of
+   integers below 2**53 is exact in any order), wrapped to int32;
+6. block-scaled models (``block_scaled_mma``: Blackwell ST-FDPA / GST-FDPA): the scaled
+   terms of ``fdpa_device.scaled_terms`` go through the T-FDPA steps of 3, ``L / group``
+   terms and the accumulator per step.
 
-Supported on the device: every NVIDIA preset with ``c_entry="aligned"`` and float inputs
-(the int8 presets, the B200 FP8 presets, whose accumulator enters after the
-products, and the AMD and block-scaled units, whose steps live in ``floatfmt.fdpa``,
-raise NotImplementedError), Inf / NaN operands (a block whose float64 sum
-is not finite gives that sum: NaN, or the Inf), ``out_fmt``, and no epilogue
-(``alpha`` 1, no ``c``).  Results are float64 tensors on the operands' device, not
-differentiable.  ``order`` must be ``"sequential"`` as for the numpy path.
+The epilogue of ``matmul`` / ``dot`` is the numpy path's (``accumulate._epilogue``):
+``alpha * acc`` by ``ff.mul`` in the accumulator format, ``beta * c + acc`` by
+``ff.fma`` there (c first cast to ``out_fmt``, or to the accumulator format with
+nearest-even when there is no ``out_fmt``), both with the call's rounding, overflow,
+ftz and daz (``ops_device`` on the device); then one rounding to ``out_fmt``.
+
+Not on the device (NotImplementedError naming what, never a host copy): stochastic
+rounding of the operands (``rounding="stochastic..."``: numpy's draws could not be
+matched).  ``dot`` / ``matmul`` without a model are ``floatfmt.accumulate_device``'s,
+which hands calls with a model to this module.  Block-scaled presets
+(``"b200/mxfp8_e4m3"`` ...) are not ``matmul`` models (``get_model`` refuses them with
+a ValueError pointing to ``ff.block_scaled_matmul``); their unit is
+``tensorcore.block_scaled_mma`` here, while ``ff.block_scaled_matmul`` (which
+quantises its operands first) has no device code yet.
+Results are float64 tensors on the operands' device, not differentiable.  ``order``
+must be ``"sequential"`` as for the numpy path.
 """
 
 from __future__ import annotations
@@ -39,15 +58,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from . import fdpa_device
 from ._cast import cast
 from ._formats import Format, get_format
-from ._xp import namespace
+from ._xp import is_tensor, namespace
+from .dispatch import check_tensors
+from .ops_device import device_add, device_fma, device_mul
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
-from .tensorcore import TF32_OPERANDS, TensorCoreModel, get_model
+from .tensorcore import (TF32_OPERANDS, TensorCoreModel, get_block_model, get_model,
+                         matmul_shapes, mma_shapes)
 
-__all__ = ["device_matmul", "device_dot", "tile_terms"]
+__all__ = ["device_matmul", "device_dot", "device_mma", "device_block_scaled_mma", "tile_terms"]
 
 _ALIGNED = Format("aligned", kind="int", bits=53)  # the aligned terms, as integers
+_AMD = ("e_fdpa", "ftz_addmul", "tr_fdpa", "gtr_fdpa")
 
 
 def tile_terms(device: Any) -> int:
@@ -56,33 +80,39 @@ def tile_terms(device: Any) -> int:
     return 1 << 26 if device.type == "cuda" else 1 << 20
 
 
-def _no(what: str, device: Any) -> NotImplementedError:
-    return NotImplementedError(f"floatfmt.matmul on {device}: {what} is not implemented on the "
+def _no(name: str, what: str, device: Any) -> NotImplementedError:
+    return NotImplementedError(f"floatfmt.{name} on {device}: {what} is not implemented on the "
                                "device yet (numpy arrays and CPU tensors support it)")
 
 
-def _inputs(a: Any, b: Any, fmt: str, m: TensorCoreModel, rounding: str, overflow: Any,
-            ftz: bool, daz: bool) -> tuple[Any, Any, Format]:
-    """The operands cast to the model's input format (as float64 tensors)."""
-    t = namespace(a).t
+def _tensor(v: Any, device: Any, t: Any) -> Any:
+    """A tensor operand as it is; numbers and lists beside tensors as float64 tensors."""
+    return v if is_tensor(v) else t.as_tensor(v, dtype=t.float64, device=device)
+
+
+def _inputs(a: Any, b: Any, m: TensorCoreModel, rounding: str, overflow: Any, ftz: bool,
+            daz: bool, t: Any) -> tuple[Any, Any, Format]:
+    """The operands cast to the model's input format (float64 tensors), as
+    ``tensorcore._cast_inputs``."""
+    in_fmt = get_format(m.fmt)
     if m.fmt == "tf32":
         opts = dict(overflow=overflow, ftz=ftz, daz=daz)
-        x = cast(cast(a, "fp32", rounding, **opts, dtype=t.float64), "tf32",
-                 TF32_OPERANDS[m.tf32_operands], dtype=t.float64)
-        y = cast(cast(b, "fp32", rounding, **opts, dtype=t.float64), "tf32",
-                 TF32_OPERANDS[m.tf32_operands], dtype=t.float64)
+        rule = TF32_OPERANDS[m.tf32_operands]
+        x = cast(cast(a, "fp32", rounding, **opts, dtype=t.float64), "tf32", rule, dtype=t.float64)
+        y = cast(cast(b, "fp32", rounding, **opts, dtype=t.float64), "tf32", rule, dtype=t.float64)
     else:
-        x = cast(a, m.fmt, rounding, overflow, ftz, daz, dtype=t.float64)
-        y = cast(b, m.fmt, rounding, overflow, ftz, daz, dtype=t.float64)
-    return x.detach(), y.detach(), get_format(m.fmt)
+        x = cast(a, in_fmt, rounding, overflow, ftz, daz, dtype=t.float64)
+        y = cast(b, in_fmt, rounding, overflow, ftz, daz, dtype=t.float64)
+    x, y = x.detach(), y.detach()
+    if m.ftz:  # the unit flushes subnormal inputs to +0 (CDNA2)
+        x, y = (fdpa_device.flush_to_plus_zero(v, in_fmt, namespace(v)) for v in (x, y))
+    return x, y, in_fmt
 
 
 def _exponents(v: Any, fmt: Format, t: Any) -> Any:
-    """max(floor(log2|v|), emin) (int64) for nonzero finite v, a very small sentinel for
-    zeros (and non-finite v, which the caller masks)."""
+    """max(floor(log2|v|), emin) (int64) for nonzero finite v (other v: masked later)."""
     _, e = t.frexp(t.where(t.isfinite(v), v, t.zeros((), dtype=v.dtype, device=v.device)))
-    e = t.clamp(e.to(t.int64) - 1, min=fmt.emin)
-    return t.where(v != 0, e, t.full_like(e, -(1 << 30)))
+    return t.clamp(e.to(t.int64) - 1, min=fmt.emin)
 
 
 def _truncate(v: Any, scale: Any, xp: Any) -> Any:
@@ -92,23 +122,23 @@ def _truncate(v: Any, scale: Any, xp: Any) -> Any:
     return round_values(y, _ALIGNED, "toward_zero", "saturate") * xp.pow2(-scale)
 
 
-def _step(xk: Any, yk: Any, exk: Any, eyk: Any, acc: Any, m: TensorCoreModel, cfmt: Format,
-          ofmt: Format, xp: Any) -> Any:
-    """One fused step: xk (l, ..., r), yk (l, ..., n) with exponents; acc (..., r, n)."""
+def _fused(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Format,
+           xp: Any) -> Any:
+    """One T-FDPA step, acc aligned as a term: products P (l, ..., r, n) with exponents
+    EP, acc (..., r, n) of cfmt; as ``tensorcore._fused`` / ``_finish``."""
     t = xp.t
     zero = t.zeros((), dtype=acc.dtype, device=acc.device)
-    P = xk[..., :, None] * yk[..., None, :]  # exact products (l, ..., r, n)
     total = P.sum(0) + acc  # Inf / NaN detection (finite terms cannot overflow float64)
     special = ~t.isfinite(total)
     fin_p = t.isfinite(P)
-    E = t.where((P != 0) & fin_p, exk[..., :, None] + eyk[..., None, :], m.zero_exponent)
+    E = t.where((P != 0) & fin_p, EP, m.zero_exponent)
     fin = t.isfinite(acc)
     cv = t.where(fin, acc, zero)
-    e_max = t.maximum(t.clamp(E.amax(0), min=m.zero_exponent), _exponents(cv, cfmt, t))
+    ec = t.where(cv != 0, _exponents(cv, cfmt, t), m.zero_exponent)
+    e_max = t.maximum(t.clamp(E.amax(0), min=m.zero_exponent), ec)
     scale = m.F - e_max
     val = _truncate(t.where(fin_p, P, zero), scale, xp).sum(0) + _truncate(cv, scale, xp)
-    policy = "inf" if ofmt.inf else "saturate"
-    r = round_values(val, ofmt, m.rounding, policy)
+    r = round_values(val, ofmt, m.rounding, "inf" if ofmt.inf else "saturate")
     if m.overflow == "inf":
         big = val.abs() >= 2.0 ** (ofmt.emax + 1)
         r = t.where(big, t.copysign(t.full_like(val, float("inf")), val), r)
@@ -118,6 +148,140 @@ def _step(xk: Any, yk: Any, exk: Any, eyk: Any, acc: Any, m: TensorCoreModel, cf
     return t.where(special, t.where(t.isnan(total), float("nan"), total), r)
 
 
+def _step(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Format,
+          xp: Any) -> Any:
+    """One step of the model over the first axis of P (as ``tensorcore._step``)."""
+    if m.algorithm in _AMD:
+        return fdpa_device.step(P, EP, acc, m, cfmt, ofmt, xp)
+    if m.c_entry == "aligned":
+        return _fused(P, EP, acc, m, cfmt, ofmt, xp)
+    s = _fused(P, EP, xp.t.zeros_like(acc), m, cfmt, ofmt, xp)  # the products alone
+    policy = "inf" if m.overflow == "inf" and ofmt.inf else "saturate"
+    return device_add(s, acc, ofmt, "nearest_even", policy)  # then one RNE addition
+
+
+def _chain(x: Any, y: Any, m: TensorCoreModel, in_fmt: Format, out_shape: tuple,
+           c: Any, xp: Any) -> Any:
+    """``x @ y`` (at least 2-D, batch axes broadcasting to ``out_shape``) through the
+    model's steps in K order from the accumulator c (values of ``m.acc_fmt`` broadcast
+    to out_shape; None: +0), a few output rows at a time."""
+    t = xp.t
+    device = x.device
+    batch = tuple(out_shape[:-2])
+    nb = len(batch)  # the same number of batch axes on both sides, for broadcasting
+    x = x.reshape((1,) * (nb - (x.ndim - 2)) + tuple(x.shape))
+    y = y.reshape((1,) * (nb - (y.ndim - 2)) + tuple(y.shape))
+    rows, cols, K = out_shape[-2], out_shape[-1], x.shape[-1]
+    acc0 = t.zeros(out_shape, dtype=t.float64, device=device) if c is None \
+        else c.expand(out_shape)
+    out = acc0.clone()
+    xK, yK = x.movedim(-1, 0), y.movedim(-2, 0)  # (K, ..., rows), (K, ..., cols)
+    exK, eyK = _exponents(xK, in_fmt, t), _exponents(yK, in_fmt, t)
+    per_row = max(1, math.prod(batch) * cols * min(m.L, max(K, 1)))
+    step = max(1, tile_terms(device) // per_row)
+    acc_fmt, ofmt = get_format(m.acc_fmt), m.output_format
+    for r0 in range(0, rows if K else 0, step):
+        r1 = min(rows, r0 + step)
+        acc = acc0[..., r0:r1, :]
+        cfmt = acc_fmt
+        for k0 in range(0, K, m.L):
+            k1 = min(K, k0 + m.L)
+            xk, exk = xK[k0:k1, ..., r0:r1, None], exK[k0:k1, ..., r0:r1, None]
+            yk, eyk = yK[k0:k1, ..., None, :], eyK[k0:k1, ..., None, :]
+            acc = _step(xk * yk, exk + eyk, acc, m, cfmt, ofmt, xp)
+            cfmt = ofmt
+        out[..., r0:r1, :] = acc
+    return out
+
+
+def _int32_wrap(r: Any, t: Any) -> Any:
+    """Exact integer values (float64 tensor) wrapped to int32, as float64."""
+    i = r.to(t.int64)
+    return ((i + 2 ** 31) % 2 ** 32 - 2 ** 31).to(t.float64)
+
+
+def _start(name: str, a: Any, b: Any, c: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """The device, the namespace and the operands as tensors on it."""
+    device = check_tensors(f"floatfmt.{name}", [a, b, c])
+    probe = next(v for v in (a, b, c) if is_tensor(v))
+    xp = namespace(probe)
+    return device, xp, _tensor(a, device, xp.t), _tensor(b, device, xp.t), xp.t
+
+
+def _product(kind: str, a: Any, b: Any, fmt: Any, acc_fmt: Any, model: Any, mode: str,
+             overflow: Any, ftz: bool, daz: bool, device: Any, xp: Any) -> tuple[Any, str]:
+    """``tensorcore.tensorcore_product`` on the device: (values, accumulator format)."""
+    t = xp.t
+    if mode in STOCHASTIC:
+        raise _no(kind, "stochastic rounding of the operands", device)
+    m = get_model(model, fmt, "fp32" if acc_fmt is None else acc_fmt)
+    x, y, in_fmt = _inputs(a, b, m, mode, overflow, ftz, daz, t)
+    if kind == "dot":  # the last axes: a (..., 1, K) by (..., K, 1) matrix product
+        if x.ndim == 0 or y.ndim == 0:
+            raise ValueError("dot needs arrays, not scalars")
+        if x.shape[-1] != y.shape[-1]:
+            raise ValueError(f"dot: last axes differ ({x.shape[-1]} and {y.shape[-1]})")
+        x, y = x.unsqueeze(-2), y.unsqueeze(-1)
+    out_shape, squeeze = matmul_shapes(tuple(x.shape), tuple(y.shape), kind)
+    if x.ndim == 1:
+        x = x[None, :]
+    if y.ndim == 1:
+        y = y[:, None]
+    if m.fmt == "int8":
+        r = _int32_wrap(t.matmul(x, y) if x.shape[-1] else t.zeros(out_shape, dtype=t.float64,
+                                                                    device=device), t)
+    else:
+        r = _chain(x, y, m, in_fmt, out_shape, None, xp)
+    r = r.reshape(squeeze)
+    if kind == "dot":
+        r = r[..., 0, 0]
+    return r, ("fp32" if m.fmt == "int8" else m.acc_fmt)
+
+
+def _epilogue(r: Any, acc_fmt: str, out_fmt: Any, alpha: Any, beta: Any, c: Any,
+              rounding: Any, overflow: Any, ftz: bool, daz: bool) -> Any:
+    """``accumulate._epilogue`` and the final rounding of ``accumulate._final`` on the
+    device: alpha * acc, then beta * c + acc, in acc_fmt; then out_fmt."""
+    if alpha is None:
+        alpha = 1.0
+    if beta is None:  # cuBLAS's beta: 1 when a c is given
+        beta = 0.0 if c is None else 1.0
+    opts = dict(rounding=rounding, overflow=overflow, ftz=ftz, daz=daz)
+    if alpha != 1.0:
+        r = device_mul(alpha, r, acc_fmt, **opts)
+    if c is not None and beta != 0.0:
+        # c as ops.operand_values casts it: to out_fmt with the call's options, or to the
+        # accumulator with nearest-even; c * 1 is that cast (the product is exact and
+        # rounding a value of the format changes nothing)
+        c = _tensor(c, r.device, namespace(r).t)
+        if out_fmt is None:
+            cv = device_mul(c, 1.0, acc_fmt)
+        else:
+            cv = device_mul(c, 1.0, out_fmt, **opts)
+        r = device_fma(beta, cv, r, acc_fmt, **opts)
+    if out_fmt is not None:
+        f = get_format(out_fmt)
+        r = round_values(r, f, resolve_mode(rounding), resolve_overflow(overflow, f),
+                         ftz=bool(ftz))
+    return r
+
+
+def _tensorcore_call(kind: str, a: Any, b: Any, fmt: Any, acc_fmt: Any, order: str,
+                     out_fmt: Any, model: Any, alpha: Any, beta: Any, c: Any, block: Any,
+                     rounding: str, overflow: Any, ftz: bool, daz: bool) -> Any:
+    device, xp, a, b, _ = _start(kind, a, b, c)
+    if model is None:
+        raise _no(kind, f"{kind} without a tensor-core model (the accumulation orders)", device)
+    if order != "sequential":
+        raise ValueError(f"order={order!r} does not apply with a tensor-core model: the model "
+                         "fixes the order (blocks of L products chained along K)")
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be a positive integer, not {block!r}")  # as on numpy
+    mode = resolve_mode(rounding)
+    r, acc = _product(kind, a, b, fmt, acc_fmt, model, mode, overflow, ftz, daz, device, xp)
+    return _epilogue(r, acc, out_fmt, alpha, beta, c, rounding, overflow, ftz, daz)
+
+
 def device_matmul(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = "sequential",
                   out_fmt: Any = None, model: Any = None, *, alpha: float = 1.0,
                   beta: Any = None, c: Any = None, block: int = 32,
@@ -125,76 +289,95 @@ def device_matmul(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = 
                   daz: bool = False, rng: Any = None, sr_bits: Any = None) -> Any:
     """``ff.matmul`` with a tensor-core ``model`` on tensors of one device (the rules in
     the module docstring); the same arguments as ``ff.matmul``."""
-    device = a.device
-    if model is None:
-        raise _no("matmul without a tensor-core model (the accumulation orders)", device)
-    if order != "sequential":
-        raise ValueError(f"order={order!r} does not apply with a tensor-core model: the model "
-                         "fixes the order (blocks of L products chained along K)")
-    if alpha != 1.0 or c is not None or (beta not in (None, 0.0)):
-        raise _no("the epilogue (alpha, beta, c)", device)
-    mode = resolve_mode(rounding)
-    if mode in STOCHASTIC:
-        raise _no("stochastic rounding of the operands", device)
-    m = get_model(model, fmt, "fp32" if acc_fmt is None else acc_fmt)
-    if m.fmt == "int8" or m.c_entry != "aligned":
-        raise _no(f"the {m.name} model ({'int8' if m.fmt == 'int8' else 'c after'})", device)
-    if m.algorithm != "t_fdpa":  # the AMD and block-scaled steps (floatfmt.fdpa): host only
-        raise _no(f"the {m.name} model ({m.algorithm} step)", device)
-    xp = namespace(a)
-    t = xp.t
-    x, y, in_fmt = _inputs(a, b, fmt, m, mode, overflow, ftz, daz)
-    if x.ndim == 0 or y.ndim == 0:
-        raise ValueError("matmul needs arrays, not scalars")
-    x1, y1 = x.ndim == 1, y.ndim == 1
-    if x1:
-        x = x[None, :]
-    if y1:
-        y = y[:, None]
-    if x.shape[-1] != y.shape[-2]:
-        raise ValueError(f"matmul: shapes {tuple(x.shape)} and {tuple(y.shape)} do not align")
-    batch = t.broadcast_shapes(x.shape[:-2], y.shape[:-2])
-    nb = len(batch)  # the same number of batch axes on both sides, for broadcasting
-    x = x.reshape((1,) * (nb - (x.ndim - 2)) + tuple(x.shape))
-    y = y.reshape((1,) * (nb - (y.ndim - 2)) + tuple(y.shape))
-    rows, cols, K = x.shape[-2], y.shape[-1], x.shape[-1]
-    out = t.zeros(tuple(batch) + (rows, cols), dtype=t.float64, device=device)
-    xK, yK = x.movedim(-1, 0), y.movedim(-2, 0)  # (K, ..., rows), (K, ..., cols)
-    exK, eyK = _exponents(xK, in_fmt, t), _exponents(yK, in_fmt, t)
-    per_row = max(1, math.prod(batch) * cols * min(m.L, max(K, 1)))
-    step = max(1, tile_terms(device) // per_row)
-    acc_fmt_, ofmt = get_format(m.acc_fmt), m.output_format
-    for r0 in range(0, rows, step):
-        r1 = min(rows, r0 + step)
-        acc = out[..., r0:r1, :]
-        cfmt = acc_fmt_
-        for k0 in range(0, K, m.L):
-            k1 = min(K, k0 + m.L)
-            acc = _step(xK[k0:k1, ..., r0:r1], yK[k0:k1], exK[k0:k1, ..., r0:r1], eyK[k0:k1],
-                        acc, m, cfmt, ofmt, xp)
-            cfmt = ofmt
-        out[..., r0:r1, :] = acc
-    if x1:
-        out = out[..., 0, :]
-    if y1:
-        out = out[..., 0]
-    if out_fmt is not None:
-        f = get_format(out_fmt)
-        out = round_values(out, f, mode, resolve_overflow(overflow, f), ftz=bool(ftz))
-    return out
+    return _tensorcore_call("matmul", a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta,
+                            c, block, rounding, overflow, ftz, daz)
 
 
 def device_dot(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = "sequential",
-               out_fmt: Any = None, model: Any = None, **options: Any) -> Any:
+               out_fmt: Any = None, model: Any = None, *, alpha: float = 1.0,
+               beta: Any = None, c: Any = None, block: int = 32,
+               rounding: str = "nearest_even", overflow: Any = None, ftz: bool = False,
+               daz: bool = False, rng: Any = None, sr_bits: Any = None) -> Any:
     """``ff.dot`` with a tensor-core ``model`` on tensors of one device: the dot product
-    over the last axis (leading axes broadcast) is the 1 x K by K x 1 matrix product of
-    ``device_matmul`` (the same fused steps along K)."""
-    if model is None:
-        raise _no("dot without a tensor-core model (the accumulation orders)", a.device)
-    if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("dot needs arrays, not scalars")
-    if a.shape[-1] != b.shape[-1]:
-        raise ValueError(f"dot: last axes differ ({a.shape[-1]} and {b.shape[-1]})")
-    r = device_matmul(a.unsqueeze(-2), b.unsqueeze(-1), fmt, acc_fmt, order, out_fmt, model,
-                      **options)
-    return r[..., 0, 0]
+    over the last axis (leading axes broadcast) is the (..., 1, K) by (..., K, 1) matrix
+    product of ``device_matmul`` (the same fused steps along K)."""
+    return _tensorcore_call("dot", a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta,
+                            c, block, rounding, overflow, ftz, daz)
+
+
+def _accumulator_input(c: Any, m: TensorCoreModel, out_shape: tuple, device: Any,
+                       xp: Any) -> Any:
+    """``tensorcore._accumulator_input`` on the device: c as accumulator values, checked
+    and broadcast to out_shape."""
+    t = xp.t
+    if isinstance(c, (str, bytes)) or c is None:
+        raise TypeError(f"mma: c must be a number or an array of numbers, not {type(c).__name__}")
+    cv = _tensor(c, device, t)
+    if m.fmt == "int8":
+        cv = cv.to(t.float64)
+        ok = t.isfinite(cv) & (cv == t.round(cv)) & ((cv + 0.5).abs() <= 2.0 ** 31)
+        if not bool(ok.all()):
+            raise ValueError("mma: an int8 model's c must hold integers in the int32 range")
+    else:
+        cv = cast(cv, m.acc_fmt, dtype=t.float64).detach()
+        if m.ftz:
+            cv = fdpa_device.flush_to_plus_zero(cv, get_format(m.acc_fmt), xp)
+    try:
+        fits = tuple(t.broadcast_shapes(cv.shape, out_shape)) == tuple(out_shape)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"mma: c of shape {tuple(cv.shape)} does not broadcast to the result "
+                         f"shape {tuple(out_shape)}")
+    return cv.expand(out_shape)
+
+
+def device_mma(a: Any, b: Any, c: Any, fmt: Any, model: Any, acc_fmt: Any = "fp32") -> Any:
+    """``ff.mma`` on tensors of one device: D = A.B + C with C the unit's accumulator
+    input (the rules of ``tensorcore.mma`` and the module docstring)."""
+    device, xp, a, b, t = _start("mma", a, b, c)
+    m = get_model(model, fmt, acc_fmt)
+    x, y, in_fmt = _inputs(a, b, m, "nearest_even", None, False, False, t)
+    out_shape = mma_shapes(tuple(x.shape), tuple(y.shape))
+    cv = _accumulator_input(c, m, out_shape, device, xp)
+    if m.fmt == "int8":
+        p = t.matmul(x, y) if x.shape[-1] else t.zeros(out_shape, dtype=t.float64,
+                                                       device=device)
+        return _int32_wrap(p + cv, t)
+    return _chain(x, y, m, in_fmt, out_shape, cv, xp)
+
+
+def device_block_scaled_mma(a: Any, a_scale: Any, b: Any, b_scale: Any, c: Any = 0.0,
+                            model: Any = "b200", block_fmt: Any = None) -> Any:
+    """``tensorcore.block_scaled_mma`` on tensors of one device: the scaled terms of
+    ``fdpa_device.scaled_terms`` (ST: scaled products; GST: scaled sums of G products)
+    through the T-FDPA steps, ``L / group`` terms and the accumulator per step, in K
+    order, from the fp32 accumulator c."""
+    device = check_tensors("floatfmt.block_scaled_mma", [a, a_scale, b, b_scale, c])
+    xp = namespace(next(v for v in (a, a_scale, b, b_scale, c) if is_tensor(v)))
+    t = xp.t
+    m = get_block_model(model, block_fmt)
+    elem, sfmt = get_format(m.fmt), get_format(m.scale_fmt or "e8m0")
+    x = cast(_tensor(a, device, t), elem, dtype=t.float64).detach()
+    y = cast(_tensor(b, device, t), elem, dtype=t.float64).detach()
+    sx, sy = (_tensor(v, device, t).to(t.float64) for v in (a_scale, b_scale))
+    if x.ndim < 2 or y.ndim < 2 or x.shape[-1] != y.shape[-2]:
+        raise ValueError(f"block_scaled_mma: shapes {tuple(x.shape)} and {tuple(y.shape)} do "
+                         "not align as (..., M, K) and (..., K, N)")
+    nb = -(-x.shape[-1] // m.scale_block)
+    want_x, want_y = tuple(x.shape[:-1]) + (nb,), tuple(y.shape[:-2]) + (nb, y.shape[-1])
+    if tuple(sx.shape) != want_x or tuple(sy.shape) != want_y:
+        raise ValueError(f"block_scaled_mma: scales of shapes {tuple(sx.shape)} and "
+                         f"{tuple(sy.shape)}; {m.name} needs {want_x} and {want_y} (one per "
+                         f"{m.scale_block} along K)")
+    out_shape = matmul_shapes(tuple(x.shape), tuple(y.shape), "block_scaled_mma")[0]
+    acc = _accumulator_input(c, m, out_shape, device, xp).clone()
+    T, ET = fdpa_device.scaled_terms(x, sx, y, sy, elem, sfmt, m.scale_block, m.group, xp)
+    T, ET = T.movedim(-1, 0), ET.movedim(-1, 0)  # terms first: (n, ..., M, N)
+    step_model = m.replace(L=m.L // m.group, group=1)
+    cfmt, ofmt = get_format(m.acc_fmt), m.output_format
+    for k0 in range(0, T.shape[0], step_model.L):
+        k1 = k0 + step_model.L
+        acc = _step(T[k0:k1], ET[k0:k1], acc, step_model, cfmt, ofmt, xp)
+        cfmt = ofmt
+    return acc

@@ -86,3 +86,118 @@ def test_seq_kernel_sum_on_a_tie_with_a_remainder(mode):
     assert _same(got, want), (mode, got, want)
     if mode == "nearest_even":
         assert got == 1.0 + 2.0 ** -23
+
+
+# ------------------------------------------------------------------ certified exact steps
+def _edge_matrices(fmt, acc, kind, rng, m=5, k=48, n=6):
+    """Operands of one class of edge cases, as values of fmt (float64)."""
+    info = ff.info(fmt)
+    big = float(np.log2(info.max))
+    if kind == "gaps":  # a chain of moderate products, then some far below the sum: there
+        # the float64 sums stop being exact (late, so that the early steps are certified)
+        A = np.asarray(_terms(fmt, m * k, rng, 4)).reshape(m, k)
+        B = np.asarray(_terms(fmt, k * n, rng, 4)).reshape(k, n)
+        A[:, -12:] = ff.cast(A[:, -12:] * 2.0 ** -int(big * 0.8), fmt)
+        A[:, -12::3] = ff.cast(A[:, -12::3] * 2.0 ** int(big * 0.6), fmt)
+    elif kind == "rise":  # a first product far below the later ones: the accumulator keeps
+        # its low bits, so later sums need the chain's lowest bit, not only their own step's
+        A = np.asarray(_terms(fmt, m * k, rng, 4)).reshape(m, k)
+        B = np.asarray(_terms(fmt, k * n, rng, 4)).reshape(k, n)
+        A[:, 0] = ff.cast(A[:, 0] * 2.0 ** -int(big * 0.4) * (1 + 2.0 ** -info.nmant), fmt)
+        A[:, 1:] = ff.cast(A[:, 1:] * 2.0 ** int(big * 0.4), fmt)
+    elif kind == "cancel":  # pairs t, -t (the sum returns to exactly 0), then small terms
+        A = np.asarray(_terms(fmt, m * k, rng, 6)).reshape(m, k)
+        B = np.asarray(_terms(fmt, k * n, rng, 6)).reshape(k, n)
+        A[:, 1::2] = -A[:, 0::2]
+        B[1::2] = B[0::2]
+        A[:, -4:] *= 2.0 ** -8
+        A[0] = -0.0  # a row of -0 products in column 0: the signed zero of the sum
+        B[:, 0] = np.where(np.arange(k) % 3 == 0, 0.0, np.abs(B[:, 0]))
+    elif kind == "tiny":  # products near the accumulator's smallest normal: subnormal sums
+        target = int(np.log2(ff.info(acc).smallest_normal))
+        least = int(np.log2(info.smallest_normal)) + 2  # (fp16 cannot reach fp32's)
+        ea = max(target // 2, least)
+        eb = max(target - ea, least)
+        A = np.asarray(ff.cast(rng.uniform(1, 2, (m, k)) * rng.choice([-1.0, 1.0], (m, k))
+                               * 2.0 ** rng.integers(ea - 5, ea + 2, (m, k)), fmt))
+        B = np.asarray(ff.cast(rng.uniform(1, 2, (k, n)) * rng.choice([-1.0, 1.0], (k, n))
+                               * 2.0 ** rng.integers(eb - 5, eb + 2, (k, n)), fmt))
+    else:  # "huge": products and sums up to and past the accumulator's max
+        hi = min(np.sqrt(ff.info(acc).max / 8), info.max)
+        A = np.asarray(ff.cast(rng.uniform(0.5, 1, (m, k)) * hi * rng.choice([-1.0, 1.0], (m, k)),
+                               fmt, overflow="saturate"))
+        B = np.asarray(ff.cast(rng.uniform(0.5, 1, (k, n)) * hi, fmt, overflow="saturate"))
+        B[5:, 1] = -B[5:, 1]  # back from the top by cancellation
+        if kind == "nan":
+            A[1, 7] = np.nan
+            A[2, 3] = np.inf
+    return A, B
+
+
+@pytest.mark.parametrize("fmt,acc", [("bf16", "fp32"), ("fp16", "fp32"), ("bf16", "bf16"),
+                                     ("fp8_e4m3", "fp16"), ("fp16", "fp16")])
+@pytest.mark.parametrize("kind", ["gaps", "rise", "cancel", "tiny", "huge", "nan"])
+@pytest.mark.parametrize("mode", MODES)
+def test_certified_steps_are_exact_and_match_the_generic_path(fmt, acc, kind, mode, monkeypatch):
+    """Every step that ``_ExactSteps`` certifies has a float64 sum acc + t_k with a zero
+    TwoSum error (the certificate's claim, checked on the real chain), and the kernel with
+    its certified steps gives the generic ``_seq`` path's bits, for gaps wide enough that
+    some sums are inexact, cancellation to exact zeros, signed zeros, sums below the
+    accumulator's smallest normal, overflow to Inf and back, and NaN / Inf operands."""
+    rng = np.random.default_rng(zlib.crc32(f"{fmt} {acc} {kind} {mode}".encode()))
+    A, B = _edge_matrices(fmt, acc, kind, rng)
+    seen = {"yes": 0, "no": 0}
+    real = ac._ExactSteps.exact
+
+    def checked(self, k, accv):
+        ok = real(self, k, accv)
+        seen["yes" if ok else "no"] += 1
+        if ok:  # the exact products of step k (fmt fits float64), of matmul or of dot
+            t = A[:, k, None] * B[None, k, :] if accv.ndim == 2 else A[:, k] * B[k, :len(A)]
+            with np.errstate(invalid="ignore", over="ignore"):
+                s = accv + t
+                bb = s - accv
+                e = (accv - (s - bb)) + (t - bb)
+            assert np.isfinite(s).all() and not e.any(), (k, accv, t)
+        return ok
+
+    monkeypatch.setattr(ac._ExactSteps, "exact", checked)
+    with ff.limit_threads(1):  # one tile: the products above are the kernel's
+        fast = ff.matmul(A, B, fmt, acc_fmt=acc, rounding=mode)
+        dfast = ff.dot(A, B.T[:A.shape[0]], fmt, acc_fmt=acc, rounding=mode)
+    monkeypatch.setattr(ac, "_seq_products_ok", lambda actx: False)
+    slow = ff.matmul(A, B, fmt, acc_fmt=acc, rounding=mode)
+    dslow = ff.dot(A, B.T[:A.shape[0]], fmt, acc_fmt=acc, rounding=mode)
+    assert _same(fast, slow) and _same(dfast, dslow)
+    if kind in ("cancel", "tiny") or (kind == "gaps" and acc == "fp32"):
+        assert seen["yes"], "no step was certified: the test misses the certified path"
+    if kind == "nan":
+        assert not seen["yes"]  # Inf / NaN operands: no bounds, every step checked
+
+
+def test_certificate_is_tight_at_53_bits():
+    """A sum that needs exactly 53 bits is certified, one that needs 54 is not: acc = 2**52
+    (fp64-like bound) is simulated with the bounds of a chain whose products are multiples
+    of 2**0 and whose accumulator bound reaches 2**52 - 1 and then 2**52."""
+    f = ff.get_format("fp32")
+    steps = ac._ExactSteps(f, np.array([0.0, 2.0 ** 52 - 2.0 ** 30, 1.0]), np.zeros(3, np.int64))
+    acc = np.array([2.0 ** 30 - 1.0])  # (the bound is carried, acc is not read)
+    steps.bound = 2.0 ** 30 - 1.0
+    assert steps.exact(1, acc)  # bound + tmax = 2**52 - 1 < 2**53
+    steps.bound = 2.0 ** 53
+    assert not steps.exact(2, np.array([2.0 ** 53]))  # measured |acc| 2**53: 54 bits
+
+
+@pytest.mark.parametrize("acc", ["fp32", "bf16", "fp16", "fp8_e4m3"])
+def test_carried_bound_covers_every_rounding(acc):
+    """The bound ``_ExactSteps`` carries past a step is at least |round(s)| in every mode
+    for every |s| <= bound + tmax (rounding up the largest sum is the worst case), across
+    the accumulator's range, its subnormals included."""
+    f = ff.get_format(acc)
+    rng = np.random.default_rng(zlib.crc32(acc.encode()))
+    lo, hi = np.log2(f.smallest_subnormal) - 2, np.log2(f.max) - 1
+    for s in np.exp2(rng.uniform(lo, hi, 300)) * rng.uniform(1, 1.0001, 300):
+        steps = ac._ExactSteps(f, np.array([0.0, s]), np.array([2000, 2000]))  # (q: no limit)
+        steps.bound = 0.0
+        assert steps.exact(1, np.zeros(1))
+        assert ff.cast(s, acc, rounding="up") <= steps.bound, (s, steps.bound)

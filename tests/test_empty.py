@@ -513,6 +513,7 @@ NO_ARRAY_INPUT = {
     "C_ENTRIES": "a constant", "BITORDERS": "a constant", "RECIPES": "a constant",
     "PROMOTIONS": "a constant", "get_recipe": "takes a recipe name",
     "get_block_model": "takes a model name",
+    "matmul_shapes": "takes shapes", "mma_shapes": "takes shapes",
     "get_num_threads": "no arguments", "set_num_threads": "takes a thread count",
     "limit_threads": "takes a thread count",
     "BlockFormat": "a block-format description", "BlockFormatInfo": "a record",

@@ -44,6 +44,9 @@ LAYER_OF_PREFIX = {
     "floatfmt.tensorcore": "arithmetic",
     "floatfmt.fdpa": "arithmetic",
     "floatfmt.tensorcore_device": "arithmetic",
+    "floatfmt.fdpa_device": "arithmetic",
+    "floatfmt.accumulate_device": "arithmetic",
+    "floatfmt.exact_device": "arithmetic",
     # lab: quantisation, block scaling, loss scaling, training
     "floatfmt.quotients": "lab",
     "floatfmt.quantized": "lab",
@@ -51,6 +54,8 @@ LAYER_OF_PREFIX = {
     "floatfmt.groupscale": "lab",
     "floatfmt.blockscale": "lab",
     "floatfmt.quantization": "lab",
+    "floatfmt.quantized_device": "lab",
+    "floatfmt.quantize_device": "lab",
     "floatfmt.intgemm": "lab",
     "floatfmt.delayedscale": "lab",
     "floatfmt.lossscale": "lab",

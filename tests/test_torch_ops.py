@@ -227,12 +227,9 @@ def test_functions_without_device_code_refuse_instead_of_copying():
     x = torch.tensor([1.0, 2.0])
     with force_namespace():
         for name, call in ENTRIES.items():
-            if name in ("cast", "encode", "matmul", "add", "fma", "minimum", "sqrt", "sum"):
+            if name in ("cast", "encode", "matmul", "add", "fma", "minimum", "sqrt", "sum",
+                        "dot"):
                 assert isinstance(call(x, x), torch.Tensor)
-                continue
-            if name == "dot":  # on the device with a tensor-core model only
-                with pytest.raises(NotImplementedError, match="dot without a tensor-core model"):
-                    call(x, x)
                 continue
             with pytest.raises(NotImplementedError, match=rf"floatfmt.{name} has no cpu implementation"):
                 call(x, x)
@@ -253,50 +250,15 @@ def test_decode_takes_the_codes_encode_returns(namespace):
             check(ff.decode(codes, name), ff.cast(v.numpy(), name, overflow=pol))
 
 
-DEVICE_PRESETS = sorted(k for k, m in ff.tensorcore_models().items()
-                        if m.fmt != "int8" and m.c_entry == "aligned" and m.algorithm == "t_fdpa")
-
-
-@pytest.mark.parametrize("preset", DEVICE_PRESETS)
-def test_device_matmul_equals_numpy_every_preset(preset):
-    """The namespace-written tensor-core steps (what CUDA runs: tensorcore_device), forced
-    on CPU tensors, equal the numpy kernels bit for bit: batches, 1-D operands, K not a
-    multiple of L, zeros, values past the input format's range, Inf and NaN operands."""
-    fmt = ff.tensorcore_models()[preset].fmt
-    rng = np.random.default_rng(int.from_bytes(preset.encode(), "little") % 2 ** 32)
-    cases = []
-    for spread in (4, 20):
-        a = rng.standard_normal((2, 3, 70)) * np.exp2(rng.integers(-spread, spread, (2, 3, 70)))
-        b = rng.standard_normal((70, 5)) * np.exp2(rng.integers(-spread, spread, (70, 5)))
-        a[0, 0, :9], b[4] = 0.0, 0.0
-        cases.append((a, b))
-    a, b = cases[0]
-    a, b = a.copy(), b.copy()
-    a[1, 1, 7], b[9, 2], a[0, 2, 40] = np.inf, np.nan, -np.inf
-    cases += [(a, b), (a[0, 0], b), (a[1], b[:, 1])]
-    for a, b in cases:
-        for out_fmt in (None, "bf16"):
-            want = ff.matmul(a, b, fmt, model=preset, out_fmt=out_fmt)
-            with force_namespace():
-                got = ff.matmul(torch.from_numpy(a), torch.from_numpy(b), fmt, model=preset,
-                                out_fmt=out_fmt)
-            check(got, want)
-    for a, b in ((cases[2][0], cases[2][0][:, ::-1]), (cases[2][0][0, 0], cases[1][1][:, 0])):
-        want = ff.dot(a, b, fmt, model=preset)  # batches broadcast; 1-D gives 0-d
-        with force_namespace():
-            got = ff.dot(torch.from_numpy(a.copy()), torch.from_numpy(b.copy()), fmt, model=preset)
-        check(got, want)
+# The tensor-core models on the device path (every preset, the epilogue, mma,
+# block_scaled_mma): tests/test_torch_tensorcore.py.
 
 
 def test_device_matmul_refuses_what_it_lacks():
+    """(Every preset, the epilogue and mma run on the device now; more refusals in
+    tests/test_torch_tensorcore.py.)"""
     a, b = torch.ones(2, 3), torch.ones(3, 2)
     with force_namespace():
-        for call, what in ((lambda: ff.matmul(a, b, "int8", model="h100"), "int8"),
-                           (lambda: ff.matmul(a, b, "fp8_e4m3", model="b200"), "c after"),
-                           (lambda: ff.matmul(a, b, "bf16", model="h100", c=a @ b), "epilogue"),
-                           (lambda: ff.matmul(a, b, "bf16"), "without a tensor-core model")):
-            with pytest.raises(NotImplementedError, match=what):
-                call()
         with pytest.raises(ValueError, match="order="):
             ff.matmul(a, b, "bf16", model="h100", order="pairwise")
 
@@ -376,11 +338,7 @@ def test_device_ops_refuse_what_they_lack():
     x = torch.tensor([1.0, 2.0])
     with force_namespace():
         with pytest.raises(NotImplementedError, match="fp64"):
-            ff.add(x, x, "fp64")
-        with pytest.raises(NotImplementedError, match="stochastic"):
-            ff.mul(x, x, "bf16", "stochastic", rng=0)
-        with pytest.raises(NotImplementedError, match="order='kahan' is not implemented"):
-            ff.sum(x, "bf16", order="kahan")
+            ff.sqrt(x, "fp64", "stochastic", rng=0)  # an fp64 root's full remainder: not yet
         with pytest.raises(TypeError, match="numpy array mixed"):
             ff.add(x, np.ones(2), "bf16")
 
@@ -407,7 +365,7 @@ def test_device_quotient_and_root_remainders_equal_eft():
 
 @pytest.mark.parametrize("order", ["sequential", "pairwise"])
 def test_device_sum_equals_numpy(order):
-    """sum on the device (ops_device.device_sum), forced on CPU tensors: every axis,
+    """sum on the device (accumulate_device.device_sum), forced on CPU tensors: every axis,
     accumulator and output formats, directed modes (zero signs of cancellations), the
     fp16 stagnation of 0.0001 at 0.25."""
     x = data((37, 6), 20, spread=10, specials=False)
@@ -461,14 +419,3 @@ def test_neighbours_and_ulp_on_tensors_equal_numpy():
             got = fn(torch.from_numpy(x), fmt)
             assert torch.is_tensor(got)
             check(got, fn(x, fmt))
-
-
-def test_device_path_refuses_the_fdpa_units():
-    """AMD and block-scaled units have host kernels only: forced on the device path they
-    raise NotImplementedError naming the model, never a silent host copy."""
-    from floatfmt.dispatch import force_namespace
-    a = torch.from_numpy(data((4, 32), 24, 4, False))
-    with force_namespace():
-        for preset in ("mi300", "mi250"):
-            with pytest.raises(NotImplementedError, match=preset):
-                ff.matmul(a, a.T, "bf16", model=preset)

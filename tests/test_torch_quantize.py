@@ -70,17 +70,17 @@ def test_quantize_dequantize_and_fake_quant_pass_the_gradient_through(fmt):
     assert ff.quantize(x, fmt).dequantize(torch.float32).dtype == torch.float32
 
 
-def test_quantize_on_a_device_without_code_refuses():
+def test_quantize_on_the_device_path_and_what_it_refuses():
+    """Under force_namespace CPU tensors take the device code (tests/test_torch_quantize_device.py
+    proves it equal); what has no device code says so, naming the function and device."""
     x = torch.ones(4, 32)
     with force_namespace():
-        with pytest.raises(NotImplementedError, match="floatfmt.quantize has no cpu implementation"):
-            ff.quantize(x, "mxfp8")
-        with pytest.raises(NotImplementedError, match="floatfmt.fake_quant has no cpu"):
-            ff.fake_quant(x, "int8")
-    q = ff.quantize(x, "mxfp8")
-    with force_namespace():
-        with pytest.raises(NotImplementedError, match="QuantizedTensor.dequantize has no cpu"):
-            q.dequantize()
+        q = ff.quantize(x, "mxfp8")
+        assert torch.equal(q.dequantize(), torch.ones(4, 32, dtype=torch.float64))
+        dev = ff.fake_quant(x, "int8")
+        with pytest.raises(NotImplementedError, match="floatfmt.fake_quant on cpu: calibration='mse'"):
+            ff.fake_quant(x, "int8", calibration="mse")
+    assert torch.equal(dev, ff.fake_quant(x, "int8"))
 
 
 def test_quantize_bad_tensor_input():

@@ -40,10 +40,13 @@ history (Transformer Engine reduces amax across ranks; this does not).  The
 functional ``matmul`` has no state: a delayed recipe scales its operands from their
 current amax.
 
-The numbers are computed by the numpy path on zero-copy views of CPU tensors (one
-adapter pair, ``_host`` / ``_tensor``); tensors on another device are refused (no
-silent host copy).  Results come back in the input's dtype, checked to hold them
-exactly.
+The numbers are computed by floatfmt's tensor functions (``ff.cast``, ``ff.quantize``,
+``ff.matmul``, ``ff.sum``) on the tensors themselves, which ``floatfmt.dispatch`` sends
+to the numpy kernels on zero-copy views for CPU tensors and to the device code for
+tensors on another device (CUDA): a model on a GPU is emulated there, never copied to
+the host.  A step without device code would raise ``NotImplementedError`` naming the
+function and the device (every named recipe runs on the device path today).  Results come back in the
+input's dtype, checked to hold them exactly.
 """
 
 from __future__ import annotations
@@ -54,7 +57,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -73,58 +75,54 @@ __all__ = ["emulate", "unemulate", "emulating", "matmul", "update_scales", "unsc
 _ATTR = "_floatfmt_emulation"
 
 
-# ------------------------------------------------------------------ the adapter (numpy path)
-def _host(t: torch.Tensor) -> np.ndarray:
-    """A numpy view of a CPU tensor's values (float16 / bfloat16 widened exactly)."""
+# ------------------------------------------------------------------ tensors in and out
+def _values(t: torch.Tensor) -> torch.Tensor:
+    """The values of a floating-point tensor, detached, on its own device."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, not {type(t).__name__}")
-    if t.device.type != "cpu":
-        raise ValueError(f"floatfmt.torch.emulate computes on the CPU for now; got a tensor on "
-                         f"{t.device} (no silent host copy: move the model to the CPU)")
     if not t.is_floating_point():
         raise TypeError(f"emulated GEMMs take floating-point tensors, not {t.dtype}")
-    t = t.detach()
-    if t.dtype in (torch.float16, torch.bfloat16):
-        t = t.float()
-    return t.numpy()
+    return t.detach()
 
 
-def _tensor(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-    """``a`` as a CPU tensor of ``dtype``; refuses a value that dtype would round."""
-    src = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64))
+def _tensor(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``a`` as a tensor of ``dtype``; refuses a value that dtype would round."""
+    src = a.to(torch.float64)
     out = src.to(dtype)
-    if not bool(((out.double() == src) | torch.isnan(src)).all()):
+    if not bool(((out.to(torch.float64) == src) | torch.isnan(src)).all()):
         raise ValueError(f"an emulated result does not fit {dtype} exactly; use formats no "
                          f"wider than the tensor's dtype (and power-of-two loss scales)")
     return out
 
 
-# ------------------------------------------------------------------ operands and GEMMs (numpy)
+# ------------------------------------------------------------------ operands and GEMMs
 @dataclass
 class Operand:
-    """The values a matrix unit reads (float64), their tensor scale, and their format."""
+    """The values a matrix unit reads (a float64 tensor), their tensor scale, and their format."""
 
-    values: np.ndarray
+    values: torch.Tensor
     scale: float
     fmt: str
 
 
-def quantize_operand(v: np.ndarray, fmt: str, r: Recipe, axis: int,
+def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
                      state: Any = None, name: str = "", role: str = "forward") -> Operand:
     """``v`` brought into ``fmt`` by ``r.scaling`` (``axis``: the GEMM's reduction axis,
     used by block scaling; ``state``: an ``ff.DelayedScaling`` for ``"delayed"``)."""
     if r.scaling == "none":
-        return Operand(np.asarray(cast(v, fmt, dtype=np.float64), np.float64), 1.0, fmt)
+        c: Any = cast(v, fmt, dtype=torch.float64)  # a tensor in, a tensor out
+        return Operand(c, 1.0, fmt)
     if r.scaling == "block":
         q = quantize(v, fmt, axis=axis)
         ts = 1.0 if q.tensor_scale is None else float(q.tensor_scale)
-        d = q.dequantize()
+        d: Any = q.dequantize(torch.float64)
         return Operand(d / ts if ts != 1.0 else d, ts, fmt)  # exact: ts is a factor of d
     if r.scaling == "delayed" and state is not None:
         q = state.quantize(name, v, role)
     else:  # "tensor", or a delayed recipe without state: current amax
         q = quantize(v, fmt)
-    return Operand(np.asarray(q.elements, np.float64), float(q.scale), fmt)
+    e: Any = q.elements  # a tensor (q was made from one)
+    return Operand(e.to(torch.float64), float(q.scale), fmt)
 
 
 def _union_name(a: str, b: str) -> str:
@@ -134,7 +132,8 @@ def _union_name(a: str, b: str) -> str:
     return name
 
 
-def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str, c: np.ndarray | None = None) -> np.ndarray:
+def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
+         c: torch.Tensor | None = None) -> torch.Tensor:
     """``a.values @ b.values`` under ``r``'s model (or accumulator), times
     ``fp32(a.scale * b.scale)``, plus ``c``, rounded to ``out_fmt`` (see the module docstring)."""
     model: str | TensorCoreModel | None = r.model
@@ -147,26 +146,28 @@ def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str, c: np.ndarray | None =
         m = get_model(model, a.fmt, r.acc_fmt)
         model = m.replace(name=f"{m.name}x{b.fmt}", fmt=fmt)
     alpha = float(cast(a.scale * b.scale, "fp32"))  # exact product of two fp32, rounded once
-    kw: dict[str, Any] = dict(acc_fmt=r.acc_fmt, out_fmt=out_fmt, model=model, alpha=alpha)
+    kw: dict[str, Any] = dict(acc_fmt=r.acc_fmt, out_fmt=out_fmt, model=model)
+    if alpha != 1.0:  # 1.0 is matmul's own default (no epilogue multiply)
+        kw["alpha"] = alpha
     if model is None:
         kw["order"] = r.order
     if c is not None:
         kw["c"] = c
-    return np.asarray(ff_matmul(a.values, b.values, fmt, **kw), np.float64)
+    return ff_matmul(a.values, b.values, fmt, **kw).to(torch.float64)
 
 
-def linear_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, r: Recipe,
-                   state: Any = None) -> tuple[np.ndarray, Operand, Operand]:
+def linear_forward(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, r: Recipe,
+                   state: Any = None) -> tuple[torch.Tensor, Operand, Operand]:
     """Forward of an emulated Linear on M x K inputs: (y, x operand, W operand)."""
     qx = quantize_operand(x, r.fwd_fmt, r, -1, state, "input")
     qw = quantize_operand(w, r.fwd_fmt, r, -1, state, "weight")
-    c = None if b is None else np.broadcast_to(np.asarray(b, np.float64), (x.shape[0], w.shape[0]))
+    c = None if b is None else b.to(torch.float64).expand(x.shape[0], w.shape[0])
     return gemm(qx, Operand(qw.values.T, qw.scale, qw.fmt), r, r.out_fmt, c), qx, qw
 
 
-def linear_backward(g: np.ndarray, x: np.ndarray, w: np.ndarray, qx: Operand, qw: Operand,
+def linear_backward(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, qx: Operand, qw: Operand,
                     r: Recipe, state: Any = None, need_x: bool = True, need_b: bool = True
-                    ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:
+                    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
     """Backward of an emulated Linear: (grad_x, grad_W, grad_b) from g (M x N)."""
     block = r.scaling == "block"
     qg = quantize_operand(g, r.bwd_fmt, r, -1, state, "grad_output", "backward")
@@ -179,26 +180,26 @@ def linear_backward(g: np.ndarray, x: np.ndarray, w: np.ndarray, qx: Operand, qw
     gw = gemm(Operand(gq.values.T, gq.scale, gq.fmt), xq, r, r.wgrad_fmt)
     gb = None
     if need_b:
-        gb = np.asarray(ff_sum(g, "fp32", acc_fmt="fp32", order="pairwise", axis=0,
-                               out_fmt=r.wgrad_fmt), np.float64)
+        gb = ff_sum(g, "fp32", acc_fmt="fp32", order="pairwise", axis=0,
+                    out_fmt=r.wgrad_fmt).to(torch.float64)
     if state is not None:
         state.update()
     return gx, gw, gb
 
 
-def _t(a: np.ndarray) -> np.ndarray:
-    return np.swapaxes(a, -1, -2)
+def _t(a: torch.Tensor) -> torch.Tensor:
+    return a.transpose(-1, -2)
 
 
-def matmul_forward(a: np.ndarray, b: np.ndarray, r: Recipe) -> tuple[np.ndarray, Operand, Operand]:
+def matmul_forward(a: torch.Tensor, b: torch.Tensor, r: Recipe) -> tuple[torch.Tensor, Operand, Operand]:
     """Forward of the functional ``matmul``: a (..., M, K) @ b (..., K, N), both ``fwd_fmt``."""
     qa = quantize_operand(a, r.fwd_fmt, r, -1)
     qb = quantize_operand(b, r.fwd_fmt, r, -2)
     return gemm(qa, qb, r, r.out_fmt), qa, qb
 
 
-def matmul_backward(g: np.ndarray, a: np.ndarray, b: np.ndarray, qa: Operand, qb: Operand,
-                    r: Recipe) -> tuple[np.ndarray, np.ndarray]:
+def matmul_backward(g: torch.Tensor, a: torch.Tensor, b: torch.Tensor, qa: Operand, qb: Operand,
+                    r: Recipe) -> tuple[torch.Tensor, torch.Tensor]:
     """(grad_a, grad_b) of the functional ``matmul``: g @ b^T (reduces over N) and a^T @ g
     (over M), both rounded to ``out_fmt``."""
     block = r.scaling == "block"
@@ -222,9 +223,9 @@ class _LinearFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
                 st: _State) -> torch.Tensor:
-        x2 = _host(x).reshape(-1, x.shape[-1])
-        wv = _host(w)
-        bv = None if b is None else _host(b)
+        x2 = _values(x).reshape(-1, x.shape[-1])
+        wv = _values(w)
+        bv = None if b is None else _values(b)
         y, qx, qw = linear_forward(x2, wv, bv, st.recipe, st.delayed)
         ctx.st, ctx.np = st, (x2, wv, qx, qw)
         ctx.meta = (x.shape, x.dtype, w.dtype, None if b is None else b.dtype)
@@ -234,7 +235,7 @@ class _LinearFn(torch.autograd.Function):
     def backward(ctx: Any, gy: torch.Tensor) -> tuple[Any, ...]:
         x2, wv, qx, qw = ctx.np
         shape, xd, wd, bd = ctx.meta
-        g = _host(gy).reshape(-1, wv.shape[0])
+        g = _values(gy).reshape(-1, wv.shape[0])
         gx, gw, gb = linear_backward(g, x2, wv, qx, qw, ctx.st.recipe, ctx.st.delayed,
                                      need_x=ctx.needs_input_grad[0], need_b=bd is not None)
         return (None if gx is None else _tensor(gx.reshape(shape), xd), _tensor(gw, wd),
@@ -244,7 +245,7 @@ class _LinearFn(torch.autograd.Function):
 class _MatmulFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor, r: Recipe) -> torch.Tensor:
-        av, bv = _host(a), _host(b)
+        av, bv = _values(a), _values(b)
         y, qa, qb = matmul_forward(av, bv, r)
         ctx.r, ctx.np, ctx.dtypes = r, (av, bv, qa, qb), (a.dtype, b.dtype)
         return _tensor(y, a.dtype)
@@ -252,7 +253,7 @@ class _MatmulFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
         av, bv, qa, qb = ctx.np
-        ga, gb = matmul_backward(_host(g), av, bv, qa, qb, ctx.r)
+        ga, gb = matmul_backward(_values(g), av, bv, qa, qb, ctx.r)
         ad, bd = ctx.dtypes
         return _tensor(ga, ad), _tensor(gb, bd), None
 
@@ -349,7 +350,7 @@ def unscale_grads(scaler: Any, parameters: Any) -> bool:
     call ``scaler.update()`` either way).  For ``torch.amp.GradScaler`` use its own
     ``unscale_`` / ``step`` / ``update``."""
     params = [p for p in parameters if p.grad is not None]
-    grads, found = scaler.unscale([_host(p.grad) for p in params])
+    grads, found = scaler.unscale([_values(p.grad) for p in params])
     for p, gv in zip(params, grads):
-        p.grad.copy_(_tensor(np.asarray(gv, np.float64).reshape(p.grad.shape), p.grad.dtype))
+        p.grad.copy_(_tensor(gv.reshape(p.grad.shape), p.grad.dtype))
     return bool(found)

@@ -6,10 +6,12 @@ this one checks floatfmt itself running on the GPU: ``ff.cast`` / ``encode`` /
 ``decode`` / ``floatfmt.torch.fake_quant`` on CUDA tensors (the rounding routine
 written over the array namespace, with torch ops on the device) must give the bits
 the numpy kernels give on the same CPU tensors.  The other entry points are called
-too: the arithmetic and ``matmul(model=...)`` (every preset) run on the
-device and are compared; those without device code yet (``sum``, ``quantize``, the
-int8 and B200 FP8 presets) are recorded as ``not_implemented`` with the error's
-message (floatfmt refuses rather than copying to the host).
+too: the arithmetic, ``matmul(model=...)`` (every preset but the block-scaled ones,
+which have their own section; one with the epilogue), ``mma`` and ``quantize`` /
+``dequantize`` of several schemes (MX, NVFP4, integer per channel and per group, FP8
+2-D blocks) run on the device and are compared; those without device code yet are
+recorded as ``not_implemented`` with the error's message (floatfmt refuses rather
+than copying to the host).
 
 Timings (issue 11 item 10): ``ff.cast`` to bf16 (RNE) on the device against the
 numpy path per element (target: at least 100x), and a 4096^3 bf16 GEMM under
@@ -39,7 +41,7 @@ from ...ops import add, div, fma, sqrt
 from ...rounding import MODES, STOCHASTIC, resolve_overflow
 from ...quantization import quantize
 from ...quantized import dequantize
-from ...tensorcore import tensorcore_models
+from ...tensorcore import mma, tensorcore_models
 from .context import Context
 
 __all__ = ["NAME", "run", "torch_section", "CAST_FORMATS"]
@@ -216,9 +218,21 @@ class _Run:
             "sum": lambda p, q: acc_sum(p, "bf16", acc_fmt="fp32"),
         }
         for preset, m in sorted(tensorcore_models().items()):
-            if m.fmt != "int8" and m.algorithm not in ("st_fdpa", "gst_fdpa"):  # block-scaled: own section
+            if m.algorithm not in ("st_fdpa", "gst_fdpa"):  # block-scaled: own section
                 calls[f"matmul.{preset}"] = _preset_matmul(preset, m.fmt)
+        calls["matmul.h100/bf16.epilogue"] = lambda p, q: matmul(
+            p, q, "bf16", model="h100", alpha=0.5, c=p[:, :8], out_fmt="bf16")
+        calls["mma.b200/fp8_e4m3"] = lambda p, q: mma(p, q, p[:, :8], "fp8_e4m3", "b200")
         calls["quantize.mxfp8"] = lambda p, q: dequantize(quantize(p, "mxfp8"))
+        calls["quantize.mxfp4.rceil"] = lambda p, q: dequantize(
+            quantize(p, "mxfp4_e2m1", scale_rounding="rceil", axis=0))
+        calls["quantize.nvfp4"] = lambda p, q: dequantize(quantize(p, "nvfp4"))
+        calls["quantize.int8.channel"] = lambda p, q: dequantize(
+            quantize(p, "int8", granularity="channel", scheme="asymmetric"))
+        calls["quantize.int4.group"] = lambda p, q: dequantize(
+            quantize(p, "int4", granularity="group", group_size=16))
+        calls["quantize.fp8_e4m3.block"] = lambda p, q: dequantize(
+            quantize(p, "fp8_e4m3", granularity="block", block=(8, 32)))
         for name, call in calls.items():
             def run(call: Callable[[Any, Any], Any] = call) -> tuple[int, int]:
                 want = call(ta, tb)
