@@ -47,8 +47,8 @@ matched).  ``dot`` / ``matmul`` without a model are ``floatfmt.accumulate_device
 which hands calls with a model to this module.  Block-scaled presets
 (``"b200/mxfp8_e4m3"`` ...) are not ``matmul`` models (``get_model`` refuses them with
 a ValueError pointing to ``ff.block_scaled_matmul``); their unit is
-``tensorcore.block_scaled_mma`` here, while ``ff.block_scaled_matmul`` (which
-quantises its operands first) has no device code yet.
+``tensorcore.block_scaled_mma`` here, which ``ff.block_scaled_matmul`` (quantising
+its operands first, ``floatfmt.recipes``) calls on the device.
 Results are float64 tensors on the operands' device, not differentiable.  ``order``
 must be ``"sequential"`` as for the numpy path.
 """
