@@ -50,7 +50,7 @@ from ._xp import is_tensor, namespace
 from .accumulate import matmul
 from .ops import add, fma, mul
 from .quantization import quantize
-from .dispatch import tensor_entry
+from .dispatch import from_host, host_kernels, tensor_entry, to_host
 from .quantized import QuantizedTensor
 from .tensorcore import block_scaled_mma, get_block_model, get_model, tensorcore_product
 
@@ -153,6 +153,15 @@ def _operands(x, w, r: BlockFP8Recipe):
     return qa, qw
 
 
+def _host_fields(q: QuantizedTensor) -> dict[str, Any]:
+    """The tensor fields of ``q`` as numpy views (``dispatch.to_host``), and an empty
+    cache (a cached tensor is not carried over)."""
+    out: dict[str, Any] = {f.name: to_host(getattr(q, f.name)) for f in dataclasses.fields(q)
+                           if f.init and not f.name.startswith("_")
+                           and is_tensor(getattr(q, f.name))}
+    return {**out, "_cache": {}}
+
+
 def _device_recipe_matmul(x: Any, w: Any, recipe: str | BlockFP8Recipe = "deepseek_v3", *,
                           quantized: tuple[QuantizedTensor, QuantizedTensor] | None = None) -> Any:
     """``recipe_matmul`` of tensors the numpy kernels do not compute (CUDA, or CPU under
@@ -211,6 +220,12 @@ def recipe_matmul(x: Values, w: Values, recipe: str | BlockFP8Recipe = "deepseek
         qa, qw = quantized
         if not (isinstance(qa, QuantizedTensor) and isinstance(qw, QuantizedTensor)):
             raise TypeError("quantized must be a pair of QuantizedTensor (activations, weights)")
+        if is_tensor(qa.elements):  # operands quantised from tensors: their device's path
+            if not host_kernels(qa.elements):
+                return _device_recipe_matmul(x, w, r, quantized=quantized)
+            return from_host(recipe_matmul(x, w, r, quantized=(
+                dataclasses.replace(qa, **_host_fields(qa)),
+                dataclasses.replace(qw, **_host_fields(qw)))), qa.elements.device)
     a, b = qa.elements, qw.elements
     K = a.shape[1]
     ga, (gk, gn) = qa.block_size, qw.block_size

@@ -213,6 +213,24 @@ def test_recipe_matmul_device_equals_numpy(recipe, mkn, finite):
         assert np.mean(np.isfinite(want) & (want != 0)) > 0.5
 
 
+@pytest.mark.parametrize("forced", [False, True])
+def test_recipe_quantized_tensor_operands(forced):
+    """quantized=(qa, qw) made from tensors (x, w not given): a tensor comes back, from
+    the numpy kernels on a CPU tensor, from the device code under force_namespace; both
+    equal to the numpy path."""
+    rng = np.random.default_rng(21)
+    x, w = operands((5, 300), rng, True, True), operands((300, 4), rng, True, False)
+    want = ff.recipe_matmul(x, w)
+    with force_namespace(forced):
+        qa = ff.quantize(torch.from_numpy(x), "fp8_e4m3", granularity="group",
+                         group_size=128, axis=-1)
+        qw = ff.quantize(torch.from_numpy(w), "fp8_e4m3", granularity="block",
+                         block=(128, 4))
+        got = ff.recipe_matmul(None, None, quantized=(qa, qw))
+    assert torch.is_tensor(got) and got.dtype == torch.float64
+    assert int(mismatches(got.numpy(), want).sum()) == 0
+
+
 @pytest.mark.parametrize("what,args,kwargs", [
     ("1-D x", (np.ones(4), np.ones((4, 2))), {}),
     ("K differs", (np.ones((2, 4)), np.ones((3, 2))), {}),
