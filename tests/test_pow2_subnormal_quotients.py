@@ -141,3 +141,42 @@ def test_the_cases_reach_below_float64_normal_range():
     assert all(Fraction(float(v)) / Fraction(_SCALE) < Fraction(2) ** -1022 for v in _TINY)
     assert (q == 0).any() and (q > 0).any() and (q == 2.0 ** -1022).any()  # underflow; rounded up
     assert any(Fraction(float(v)) / Fraction(_SCALE) != Fraction(float(v / _SCALE)) for v in _TINY)
+
+
+# ---------------------------------------------------------------- dequantize: element * scale
+_DEQ_FORMATS = ("int8", "uint8", "int4", "fp8_e4m3", "fp8_e5m2", "fp6_e3m2", "fp4_e2m1", "bf16",
+                "fp16")
+# fp32 scales at the ends of fp32's range, with one and with 24 significant bits
+_DEQ_SCALES = (2.0 ** -149, 3 * 2.0 ** -149, float(np.float32(2.0 ** -126 * (2 - 2.0 ** -23))),
+               float(np.finfo(np.float32).max) / 2 ** 20, float(np.float32(0.1)))
+
+
+@pytest.mark.parametrize("fmt", _DEQ_FORMATS)
+@pytest.mark.parametrize("device", [False, True])
+def test_dequantize_is_the_exact_product(fmt, device):
+    """``dequantize`` promises (elements - zero_point) * scale exactly in float64: for every
+    format narrower than fp64 and fp32 scales at both ends of fp32's range, no product
+    underflows, overflows or loses a bit (checked against Fraction arithmetic)."""
+    rng = np.random.default_rng(5)
+    e = ff.get_format(fmt)
+    top = float(e.max) if e.kind == "float" else 2.0 ** (e.bits - 1)
+    lo = float(e.smallest_subnormal) if e.kind == "float" else 1.0
+    mags = np.exp2(rng.uniform(np.log2(lo), np.log2(top), 64))
+    bad = 0
+    for s in _DEQ_SCALES:
+        x = np.concatenate([mags, -mags, [lo, -lo, top, 0.0]]) * s
+        if device:
+            torch = pytest.importorskip("torch")
+            from floatfmt.dispatch import force_namespace
+            with force_namespace():
+                q = ff.quantize(torch.from_numpy(x), fmt, scale=s)
+                d = q.dequantize().numpy()
+            el, zp = q.elements.numpy(), np.asarray(q.zero_point)
+        else:
+            q = ff.quantize(x, fmt, scale=s)
+            d, el, zp = q.dequantize(), np.asarray(q.elements), np.asarray(q.zero_point)
+        assert np.any(el != 0)
+        for di, ei in zip(d.ravel(), el.ravel()):
+            want = (Fraction(float(ei)) - Fraction(int(zp))) * Fraction(s)
+            bad += Fraction(float(di)) != want
+    assert bad == 0, f"{bad} inexact dequantised values"
