@@ -180,3 +180,29 @@ def test_dequantize_is_the_exact_product(fmt, device):
             want = (Fraction(float(ei)) - Fraction(int(zp))) * Fraction(s)
             bad += Fraction(float(di)) != want
     assert bad == 0, f"{bad} inexact dequantised values"
+
+
+@pytest.mark.parametrize("fmt,opts", [("fp8_e4m3", {"scale": _SCALE}),
+                                      ("int8", {"scale": _SCALE, "zero_point": 0}),
+                                      ("mxfp8_e4m3", {}), ("mxint8", {})])
+@pytest.mark.parametrize("device", [False, True])
+def test_stochastic_rounding_of_subnormal_quotients_picks_a_neighbour(fmt, opts, device):
+    """Stochastic rounding of those quotients gives one of the two neighbours of the exact
+    quotient (the results of modes down and up, by the oracle): never a third value.  With
+    53 random bits a tiny positive fraction rounds away with probability 2**-53, so the
+    draws here give the value toward zero; the device path no longer refuses them."""
+    x = _mx_input() if fmt.startswith("mx") else np.stack([_X, _X[::-1]])
+
+    def run(mode, rng=None):
+        o = dict(opts, rounding=mode, **({"rng": rng} if rng is not None else {}))
+        if not device:
+            return np.asarray(ff.quantize(x, fmt, **o).elements, np.float64)
+        torch = pytest.importorskip("torch")
+        from floatfmt.dispatch import force_namespace
+        with force_namespace():
+            return ff.quantize(torch.from_numpy(x), fmt, **o).elements.numpy()
+
+    got, lo, hi, tz = run("stochastic", 3), run("down"), run("up"), run("toward_zero")
+    assert np.all((got == lo) | (got == hi))
+    tiny = np.abs(x) < 2.0 ** -900
+    assert np.array_equal(got[tiny], tz[tiny]) and np.any(lo[tiny] != hi[tiny])
