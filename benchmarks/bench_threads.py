@@ -16,7 +16,10 @@ checked to be the same bits.  Then the targets of issue 14, each measured in thi
   data (<= 3);
 * ff.matmul 256^3 bf16, model="h100" (<= 0.1 s) and fp32 sequential (<= 0.045 s);
 * peak extra memory (tracemalloc) of the chunked paths on ``--mem-n`` elements, against
-  the bound chunk bytes x a few buffers x threads.
+  the bound chunk bytes x a few buffers x threads;
+* and numpy alone on the same pool: ten cheap in-place ufunc passes per chunk against
+  one np.sin, 1 and N threads: the speed-up that cheap passes (what a rounding is made
+  of) can reach on this machine, whatever floatfmt does.
 
 On a shared machine the wall-clock speed-up of threads is bounded by the idle cores:
 the load average is printed with the tables.
@@ -91,6 +94,33 @@ def peak_extra(fn) -> int:
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return peak - np.asarray(r).nbytes
+
+
+def numpy_limit(x, n_threads, rep):
+    """What threads can gain here with numpy alone: cheap in-place ufunc passes (what a
+    rounding is made of) against one expensive ufunc, chunk by chunk over parts of
+    ``threads.PART`` elements shared by floatfmt's pool."""
+    buf = x.copy()
+    parts = -(-buf.size // threads.PART)
+
+    def passes(chunk, heavy):
+        def part(p):
+            for i in range(p * threads.PART, min(buf.size, (p + 1) * threads.PART), chunk):
+                c = buf[i:i + chunk]
+                if heavy:
+                    np.sin(c, out=c)
+                else:
+                    for _ in range(10):
+                        np.multiply(c, 1.0, out=c)
+        return lambda: threads.run_parts(parts, part)
+
+    print(f"\nnumpy alone on {buf.size:,} float64, chunks in parts of {threads.PART:,} "
+          "shared by the same pool (the ceiling for cheap passes on this machine):")
+    for label, chunk, heavy in (("10 x np.multiply in place, chunks of 2**15", 1 << 15, False),
+                                ("10 x np.multiply in place, chunks of 2**17", 1 << 17, False),
+                                ("np.sin in place, chunks of 2**15", 1 << 15, True)):
+        t1, tn = paired([on(1, passes(chunk, heavy)), on(n_threads, passes(chunk, heavy))], rep)
+        print(f"  {label:<44}{t1 * 1e3:8.1f} ms{tn * 1e3:8.1f} ms{t1 / tn:7.2f}x")
 
 
 def main(argv=None):
@@ -185,6 +215,8 @@ def main(argv=None):
     for name in (f"matmul {s}^3 bf16 h100", f"matmul {s}^3 bf16 fp32 seq"):
         t1, tn = times[name]
         print(f"{name:<30} 1 thread {t1:.3f} s, {N} threads {tn:.3f} s")
+
+    numpy_limit(x, N, rep)
 
     m = int(args.mem_n)
     print(f"\npeak extra memory (tracemalloc, beyond input and result) on {m:,} elements")

@@ -45,6 +45,8 @@ True
 # (fast path, general path, and their blocks on threads); FPArray already lives in fparray
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -56,6 +58,7 @@ from .exact import holds, to_exact
 from ._formats import Format, FormatLike, get_format
 from ._types import Overflow, RngLike, Values
 from .rounding import STOCHASTIC, make_rng, resolve_mode, resolve_overflow, round_values
+from . import threads
 from .threads import limit_threads, run_blocks
 
 __all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "maximum",
@@ -110,11 +113,17 @@ def _in_format(v: np.ndarray, fmt: Format) -> bool:
     """Cheap test: is every element of the float64 array ``v`` a finite value of ``fmt``
     (so that casting it would change nothing)?  False means "cast it".  Works on the
     bit patterns: no significand bits past the format's, magnitude at most max, and
-    values below the normal range on the subnormal grid."""
+    values below the normal range on the subnormal grid; chunk by chunk, so that an
+    array that is not in the format (the usual input of a cast) costs one chunk."""
     if fmt.kind != "float" or fmt.mbits >= 52 or not fmt.signed or not fmt.zero:
         return False
-    if v.size == 0:
-        return True  # nothing to cast (and the reductions below have no identity)
+    flat = v.reshape(-1)  # (a copy only when v is not contiguous)
+    return all(_chunk_in_format(flat[i:i + _FAST_CHUNK], fmt)
+               for i in range(0, flat.size, _FAST_CHUNK))
+
+
+def _chunk_in_format(v: np.ndarray, fmt: Format) -> bool:
+    """``_in_format`` of one chunk (a nonempty flat array)."""
     u = v.view(np.uint64)
     m = np.bitwise_and(u, _ABS)
     if m.max() > np.float64(fmt.max).view(np.uint64):
@@ -249,15 +258,18 @@ def _block_ctx(ctx: _Ctx, g) -> _Ctx:
     return ctx if g is None else replace(ctx, rng=g)
 
 
-def _blocks(ctx: _Ctx, size: int, work) -> None:
+def _blocks(ctx: _Ctx, size: int, work, serial: bool = False) -> None:
     """``work(i, j, g)`` over the blocks of ``range(size)`` on the threads (see
-    ``floatfmt.threads``; ``g`` is the block's generator under stochastic rounding)."""
+    ``floatfmt.threads``; ``g`` is the block's generator under stochastic rounding), or
+    on the calling thread alone (``serial``: the same blocks and generators)."""
+    if serial:
+        with limit_threads(1):
+            return _blocks(ctx, size, work)
     rng = ctx.rng if ctx.mode in STOCHASTIC else None
-    # The blocks keep their per-block random streams but run on the calling thread:
-    # measured on the 2-core machine, 2 threads made ff.add bf16 slower (1e6: 6.3 -> 8.4 ms,
-    # 4e6: 24.7 -> 31.5 ms); the per-chunk work is too short for the pool to pay off.
-    with limit_threads(1):
-        run_blocks(size, work, rng if isinstance(rng, np.random.Generator) else None)
+    # (with chunks of 2**15 and one block per hand-over, 2 threads made ff.add bf16 slower;
+    # with chunks of a block and parts of 8 blocks, measured on the 2-core machine, 2 threads
+    # against 1: add bf16 / mul fp8_e4m3 of 1e6 1.11x / 1.02x, of 1e7 1.27x / 1.33x)
+    run_blocks(size, work, rng if isinstance(rng, np.random.Generator) else None)
 
 
 _NO_OPTS = {"rounding": "nearest_even", "overflow": None, "ftz": False, "daz": False, "rng": None}
@@ -311,16 +323,52 @@ class _Scratch:
         self.w = np.empty(size, np.uint64)
         self.f = np.empty(size, np.float64)
         self.b = np.empty(size, np.bool_)
+        self.size = size
+
+
+_FAST_CHUNK = 1 << 17
+"""Elements of a chunk of the fast path (``_run_fast``): one block of ``floatfmt.threads``.
+Measured on the 2-core machine (10**7 values, bf16 / fp8_e4m3 add): chunks of 2**15 cost
+about 20 % more, in per-chunk Python work and in handing the GIL between threads."""
+
+_SUB_CHUNK = 1 << 15
+"""A chunk that the fast path cannot take whole (an operand off the format, or exponents
+too far apart for an exact float64 result) is retried in pieces of this many elements."""
+
+_LOCAL = threading.local()
+_PROBES = 8
+"""Pieces of ``_SUB_CHUNK`` elements, spread over the operands, that ``_run_fast`` tries
+before it shares the blocks among threads: if one of them needs the general path or the
+exact value routine (many small numpy calls, GIL-bound), the call stays on the calling
+thread.  Measured on the 2-core machine: bf16 fma of 10**7 normal values, a third of
+whose pieces need the value routine, took 128 ms on 1 thread and 140-180 ms on 2."""
+
+
+def _scratch(size: int) -> _Scratch:
+    """This thread's chunk buffers of at least ``size`` elements, made once: fresh
+    buffers on every call cost page faults on every call."""
+    sc = getattr(_LOCAL, "scratch", None)
+    if sc is None or sc.size < size:
+        sc = _LOCAL.scratch = _Scratch(max(size, _FAST_CHUNK))
+    return sc
 
 
 _ZEROS = (-4096, 4096)  # bounds of an all-zero chunk: |v| < 2**-4096, a multiple of 2**4096
 
 
-def _chunk_range(v, fmt: Format, sc: _Scratch, check: bool):
+def _format_bounds(fmt: Format) -> tuple[int, int]:
+    """Bounds ``(e, g)`` (see ``_chunk_range``) that hold for every finite value of fmt."""
+    return fmt.emax + 1, fmt.emin - fmt.mbits
+
+
+def _chunk_range(v, fmt: Format, sc: _Scratch, check: bool, tight: bool = True):
     """Bounds ``(e, g)`` of the chunk v: every element has ``|x| < 2**e`` and is an integer
     multiple of ``2**g`` (``_ZEROS`` when v is all zeros).  None when some element is Inf,
     NaN or past max, and, with ``check``, when some element is not a value of fmt at all
-    (too many significand bits, off the subnormal grid): such a chunk must be cast."""
+    (too many significand bits, off the subnormal grid): such a chunk must be cast.
+    Without ``tight``, the format's own bounds (``_format_bounds``) once the chunk is
+    known to hold values of fmt only (two passes fewer: for callers whose operation is
+    exact on any values of fmt)."""
     k = v.size
     w = sc.w[:k]
     np.left_shift(v.view(np.uint64), np.uint64(1), out=w)  # magnitude bits, shifted: no sign
@@ -329,6 +377,10 @@ def _chunk_range(v, fmt: Format, sc: _Scratch, check: bool):
         return None  # past max, Inf or NaN
     if check and int(np.bitwise_or.reduce(w)) & (((1 << (52 - fmt.mbits)) - 1) << 1):
         return None  # more significand bits than fmt has
+    if not tight:
+        if check and not _on_subnormal_grid(v, w, fmt, sc, 0):
+            return None
+        return _format_bounds(fmt)
     bot, off = int(w.min()), 0
     if bot == 0:  # zeros: make them wrap round to the top, so the minimum is a nonzero one
         off = 2
@@ -338,14 +390,18 @@ def _chunk_range(v, fmt: Format, sc: _Scratch, check: bool):
             return _ZEROS
         bot += off
     lo = bot >> 53
-    if check and lo < fmt.emin + 1023:
-        # values below the normal range must lie on the subnormal grid 2**(emin - mbits)
-        small = int(np.float64(fmt.smallest_normal).view(np.uint64)) << 1
-        tiny = np.flatnonzero(np.less(w, np.uint64(small - off), out=sc.b[:k]))
-        t = v[tiny] * 2.0 ** (fmt.mbits - fmt.emin)  # exact
-        if not (t == np.trunc(t)).all():
-            return None
+    if check and lo < fmt.emin + 1023 and not _on_subnormal_grid(v, w, fmt, sc, off):
+        return None
     return (top >> 53) - 1022, max(lo - 1023, fmt.emin) - fmt.mbits
+
+
+def _on_subnormal_grid(v, w, fmt: Format, sc: _Scratch, off: int) -> bool:
+    """Whether the elements of v below fmt's normal range lie on its subnormal grid
+    2**(emin - mbits) (w: the shifted magnitude bits of v, less ``off``)."""
+    small = int(np.float64(fmt.smallest_normal).view(np.uint64)) << 1
+    tiny = np.flatnonzero(np.less(w, np.uint64(small - off), out=sc.b[:v.size]))
+    t = v[tiny] * 2.0 ** (fmt.mbits - fmt.emin)  # exact
+    return bool((t == np.trunc(t)).all())
 
 
 def _fits(e, g) -> bool:
@@ -365,8 +421,19 @@ def _product_exact(bx, by, fmt: Format) -> bool:
             and bx[1] + by[1] >= -1074)
 
 
+def _add_exact(fmt: Format, bx, by) -> bool:
+    """Whether x + y is exact in float64 for all x, y with bounds bx, by."""
+    return _fits(*_sum_bounds(bx, by))
+
+
+def _fma_exact(fmt: Format, bx, by, bz) -> bool:
+    """Whether x * y and then + z are exact in float64 for all x, y, z with these bounds."""
+    return (_product_exact(bx, by, fmt)
+            and _fits(*_sum_bounds((bx[0] + by[0], bx[1] + by[1]), bz)))
+
+
 def _fast_add(ctx, sc, o, x, y, bx, by, negate=False):
-    if not _fits(*_sum_bounds(bx, by)):
+    if not _add_exact(ctx.fmt, bx, by):
         o[...] = _add_values(x, -y if negate else y, ctx, "sub" if negate else "add")
         return
     t = (np.subtract if negate else np.add)(x, y, out=sc.f[:x.size])  # exact
@@ -387,8 +454,7 @@ def _fast_mul(ctx, sc, o, x, y, bx, by):
 
 
 def _fast_fma(ctx, sc, o, x, y, z, bx, by, bz):
-    if not (_product_exact(bx, by, ctx.fmt)
-            and _fits(*_sum_bounds((bx[0] + by[0], bx[1] + by[1]), bz))):
+    if not _fma_exact(ctx.fmt, bx, by, bz):
         o[...] = _fma_values(x, y, z, ctx)
         return
     t = np.multiply(x, y, out=sc.f[:x.size])
@@ -396,6 +462,15 @@ def _fast_fma(ctx, sc, o, x, y, z, bx, by, bz):
     if ctx.mode == "down":
         t = zero_signs(t, None, x * y, z, ctx.mode)
     ctx.round(t, out=o)
+
+
+def _mul_exact(fmt: Format, bx, by) -> bool:
+    return _product_exact(bx, by, fmt)
+
+
+# the exactness rule of each fast operation, on its operands' bounds
+_EXACT: dict[Callable[..., None], Callable[..., bool]] = {
+    _fast_add: _add_exact, _fast_sub: _add_exact, _fast_mul: _mul_exact, _fast_fma: _fma_exact}
 
 
 def _run_fast(ctx: _Ctx, impl, fast, *args):
@@ -419,25 +494,52 @@ def _run_fast(ctx: _Ctx, impl, fast, *args):
         return _run(impl, ctx, *args)
     flat = [np.ascontiguousarray(x).reshape(-1) for x in ops]
     out = np.empty(size)
+    exact = _EXACT[fast]
+    # exact for any values of fmt (fp8, fp16 add / mul, ...): no per-chunk exponent bounds
+    tight = not exact(fmt, *[_format_bounds(fmt)] * len(flat))
+    steps = [_FAST_CHUNK]  # (shared by the blocks; the chunking changes no result)
+
+    def chunk(c, sc, i, j) -> bool:
+        """Round out[i:j]; True when it had to go to pieces of ``_SUB_CHUNK``."""
+        part = [x[i:j] for x in flat]
+        bounds = []
+        for v, chk in zip(part, check):
+            r = _chunk_range(v, fmt, sc, chk, tight)
+            if r is None:
+                break
+            bounds.append(r)
+        if len(bounds) == len(part) and exact(fmt, *bounds):
+            fast(c, sc, out[i:j], *part, *bounds)
+        elif j - i > _SUB_CHUNK:  # smaller chunks: a narrower exponent span, fewer casts
+            for k in range(i, j, _SUB_CHUNK):
+                chunk(c, sc, k, min(k + _SUB_CHUNK, j))
+            return True
+        elif len(bounds) < len(part):
+            out[i:j] = impl(c, *part)[0]
+        else:
+            fast(c, sc, out[i:j], *part, *bounds)  # (the exact value-level routine)
+        return False
+
+    def all_fast(i, j) -> bool:
+        sc = _scratch(j - i)
+        bounds = [_chunk_range(x[i:j], fmt, sc, chk, tight) for x, chk in zip(flat, check)]
+        return None not in bounds and exact(fmt, *bounds)
+
+    serial = size >= threads.MIN_BLOCKS * threads.BLOCK and not all(
+        all_fast(i, min(i + _SUB_CHUNK, size))
+        for i in range(0, size, max(_SUB_CHUNK, size // _PROBES))[:_PROBES])
 
     def work(i0, j0, g):
         c = _block_ctx(ctx, g)
-        sc = _Scratch(min(j0 - i0, _OP_CHUNK))
-        for i in range(i0, j0, _OP_CHUNK):
-            j = min(i + _OP_CHUNK, j0)
-            part = [x[i:j] for x in flat]
-            bounds = []
-            for v, chk in zip(part, check):
-                r = _chunk_range(v, fmt, sc, chk)
-                if r is None:
-                    break
-                bounds.append(r)
-            if len(bounds) < len(part):
-                out[i:j] = impl(c, *part)[0]
-            else:
-                fast(c, sc, out[i:j], *part, *bounds)
+        sc = _scratch(min(j0 - i0, _FAST_CHUNK))
+        i = i0
+        while i < j0:
+            j = min(i + steps[-1], j0)
+            if chunk(c, sc, i, j):
+                steps.append(_SUB_CHUNK)  # the data needs pieces: go to them directly
+            i = j
 
-    _blocks(ctx, size, work)
+    _blocks(ctx, size, work, serial)
     return out.reshape(shape), False
 
 

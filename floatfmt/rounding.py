@@ -92,7 +92,7 @@ _OVERFLOW_ALIASES = {"satfinite": "saturate", "sat_finite": "saturate",
                      "satpropagate": "propagate", "sat_propagate": "propagate",
                      "sat_none": "satnone"}
 
-_CHUNK = 1 << 15
+_CHUNK = 1 << 17
 
 
 def resolve_mode(mode) -> str:

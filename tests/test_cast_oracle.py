@@ -472,3 +472,52 @@ def test_sticky_inputs_fast_path_equals_general_path(name, monkeypatch):
     for mode in ["nearest_even", "up", "odd"]:
         got = rounding.round_values(x[idx], f, mode, sticky=sticky[idx])
         assert not mismatches(got, O.round_many(exact, f, mode)).any(), mode
+
+
+def _past_max_inputs(f) -> np.ndarray:
+    """Inputs at and past the format's largest finite value, both signs: max, the next
+    float64 up, the tie above max, values between max and the next binade, that binade,
+    far beyond, the float64 maximum and Inf; plus a few in-range values in each chunk."""
+    s = O.spec(f)
+    top = math.ldexp(1.0, min(s.emax + 1, 1023))
+    q = math.ldexp(1.0, s.emax - f.mbits)  # the quantum at max
+    pts = [s.fmax, math.nextafter(s.fmax, math.inf), s.fmax + q / 2, s.fmax + q / 2 + q / 8,
+           s.fmax + q, (s.fmax + top) / 2, top, top * 1.5, 1e300, 1.7976931348623157e308,
+           math.inf, 1.0, 0.5]
+    x = np.array([p for p in pts if p == p and p <= 1.7976931348623157e308 or p == math.inf])
+    return np.concatenate([x, -x])
+
+
+@pytest.mark.parametrize("name", FLOAT_FORMATS + CUSTOM)
+def test_overflow_signs_every_policy_and_mode(name, monkeypatch):
+    """Values past max, every overflow policy and rounding mode (stochastic included): the
+    results are the oracle's, every result (+-max, +-Inf or NaN) carries the sign of its
+    input, NaN's sign included (encode writes it into the code: e4m3fn 0x7F / 0xFF), and
+    the fast path gives the general path's bit patterns and codes."""
+    f = fmt_of(name)
+    x = _past_max_inputs(f)
+    px = O.prepare(x)
+    errors = []
+    for mode in (*MODES, "stochastic"):
+        want = None if mode == "stochastic" else O.round_many(px, f, mode, overflow=policies(f))
+        for pol in policies(f):
+            got = ff.cast(x, f, mode, overflow=pol, rng=3)
+            codes = ff.encode(x, f, mode, overflow=pol, rng=3) if f.signed else None
+            with monkeypatch.context() as mp:
+                mp.setattr(rounding, "_plan", lambda *a: None)
+                ref = ff.cast(x, f, mode, overflow=pol, rng=3)
+                ref_codes = ff.encode(x, f, mode, overflow=pol, rng=3) if f.signed else None
+            label = f"{name} {mode} overflow={pol}"
+            if want is not None and mismatches(got, want[pol]).any():
+                errors.append(f"{label}: values differ from the oracle")
+            if f.signed and not np.array_equal(np.signbit(got), np.signbit(x)):
+                bad = np.signbit(got) != np.signbit(x)
+                errors.append(f"{label}: sign of {x[bad][:4]} -> {got[bad][:4]}")
+            if not np.array_equal(got.view(np.int64), ref.view(np.int64)) and not (
+                    np.array_equal(np.isnan(got), np.isnan(ref))
+                    and np.array_equal(np.signbit(got), np.signbit(ref))
+                    and np.array_equal(got[~np.isnan(got)], ref[~np.isnan(ref)])):
+                errors.append(f"{label}: fast path {got} != general path {ref}")
+            if codes is not None and not np.array_equal(codes, ref_codes):
+                errors.append(f"{label}: codes {codes} != general path {ref_codes}")
+    assert not errors, "\n".join(errors[:20])

@@ -366,7 +366,7 @@ def _fast_path_operands(f, seed):
     """Operand arrays in (and a few out of) format f, over several chunks, one partial."""
     from floatfmt import ops
     rng = np.random.default_rng(seed)
-    n = 2 * ops._OP_CHUNK + 77
+    n = 2 * ops._FAST_CHUNK + 77
 
     def draw(lo, hi):
         return ff.cast(np.ldexp(rng.uniform(-2, 2, n), rng.integers(lo, hi, n)), f,
@@ -380,7 +380,7 @@ def _fast_path_operands(f, seed):
     off[n // 2] = f.smallest_subnormal * 1.5  # off the subnormal grid: this chunk needs the cast
     off[n - 3] = 1.0 + 2.0 ** -(f.mbits + 1)  # one significand bit too many
     special = narrow[1].copy()
-    special[[7, n - 2 * ops._OP_CHUNK // 3]] = [np.inf, np.nan] if f.inf else [np.nan, np.nan]
+    special[[7, n - 2 * ops._FAST_CHUNK // 3]] = [np.inf, np.nan] if f.inf else [np.nan, np.nan]
     # c = -(a*b rounded): exact zeros and tiny residuals in fma
     cancel = -ff.mul(narrow[0], narrow[1], f, overflow="saturate")
     # (2 - ulp) + 2**-22 * (1 + 2**-7 + 2**-mbits): a carry and a low bit at 2**(-22 - mbits),
@@ -406,9 +406,9 @@ def _check_fast_path(fmt, names, seed):
             ctx = ops.make_ctx(f, mode, "saturate" if not f.inf else None, False, False, None)
             for name in names:
                 a = args[:3 if name == "fma" else 2]
-                want = np.concatenate([
-                    impls[name](ctx, *[x[i:i + ops._OP_CHUNK] for x in a])[0]
-                    for i in range(0, a[0].size, ops._OP_CHUNK)])
+                c = ops._FAST_CHUNK
+                want = np.concatenate([impls[name](ctx, *[x[i:i + c] for x in a])[0]
+                                       for i in range(0, a[0].size, c)])
                 got = getattr(ff, name)(*a, f, rounding=mode, overflow=ctx.overflow)
                 assert np.array_equal(got, want, equal_nan=True), (fmt, k, mode, name)
                 assert np.array_equal(np.signbit(got), np.signbit(want)), (fmt, k, mode, name)
@@ -426,9 +426,15 @@ def test_add_fast_path_equals_general_path(fmt, monkeypatch):
     span makes every float64 sum exact, bit-pattern range checks instead of a cast); it must
     give exactly what the general path (cast, TwoSum + remainder class) gives, per chunk."""
     from floatfmt import ops
+    # chunks of 2**15 (2**11 below): several per operand, some fast and some not, and
+    # those retried in pieces of a quarter
+    monkeypatch.setattr(ops, "_FAST_CHUNK", 1 << 15)
+    monkeypatch.setattr(ops, "_SUB_CHUNK", 1 << 13)
     if fmt == "e8m30":  # sums can need 54 bits with a carry
         fmt = Format(fmt, ebits=8, mbits=30)
         monkeypatch.setattr(ops, "_OP_CHUNK", 2048)
+        monkeypatch.setattr(ops, "_FAST_CHUNK", 2048)
+        monkeypatch.setattr(ops, "_SUB_CHUNK", 512)
     f = ff.get_format(fmt)
     sets = _check_fast_path(fmt, ("add", "sub"), 11)
     # the range test rejects exactly the chunks that are not in the format
@@ -436,7 +442,9 @@ def test_add_fast_path_equals_general_path(fmt, monkeypatch):
     narrow, wide, tiny, _, (off, _, _), (_, special, _) = sets[:6]
     for v in (narrow[0][:4096], wide[0][:4096], tiny[0][:4096], off[4096:8192], special[:4096]):
         if ops._fast_ok(f):
-            assert (ops._chunk_range(v, f, sc, True) is not None) == ops._in_format(v, f)
+            for tight in (True, False):  # (not tight: the format's bounds, for exact ops)
+                assert ((ops._chunk_range(v, f, sc, True, tight) is not None)
+                        == ops._in_format(v, f)), tight
 
 
 @pytest.mark.parametrize("fmt", _FAST_FORMATS + [
@@ -450,10 +458,14 @@ def test_mul_fma_fast_path_equals_general_path(fmt, monkeypatch):
     general path over formats, modes, zeros, subnormals, Inf/NaN, off-grid operands and
     products that underflow or overflow the format."""
     from floatfmt import ops
+    monkeypatch.setattr(ops, "_FAST_CHUNK", 1 << 15)  # several chunks per operand
+    monkeypatch.setattr(ops, "_SUB_CHUNK", 1 << 13)  # and pieces of those
     if fmt in ("e10m7_bias300", "e8m30"):
         fmt = (Format(fmt, ebits=10, mbits=7, bias=300) if fmt == "e10m7_bias300"
                else Format(fmt, ebits=8, mbits=30))
         monkeypatch.setattr(ops, "_OP_CHUNK", 2048)  # small chunks: their slow paths are slow
+        monkeypatch.setattr(ops, "_FAST_CHUNK", 2048)
+        monkeypatch.setattr(ops, "_SUB_CHUNK", 512)
     _check_fast_path(fmt, ("mul", "fma"), 12)
 
 

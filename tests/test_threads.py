@@ -49,12 +49,15 @@ def assert_same_for_every_count(fn, what=""):
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """Blocks of 2**12 elements and chunks of 2**11, small row tiles: many blocks and
-    tiles on small arrays."""
+    """Blocks of 2**12 elements, parts of 3 blocks and chunks of 2**11, small row tiles:
+    many blocks, parts and tiles on small arrays."""
     monkeypatch.setattr(threads, "BLOCK", 1 << 12)
     monkeypatch.setattr(rounding, "_CHUNK", 1 << 11)
     monkeypatch.setattr(codec, "_CHUNK", 1 << 11)
     monkeypatch.setattr(ops, "_OP_CHUNK", 1 << 11)
+    monkeypatch.setattr(ops, "_FAST_CHUNK", 1 << 11)
+    monkeypatch.setattr(ops, "_SUB_CHUNK", 1 << 9)
+    monkeypatch.setattr(threads, "PART", 3 << 12)  # a thread takes 3 blocks at once
     monkeypatch.setattr(accumulate, "_SEQ_TILE", 1 << 7)
     monkeypatch.setattr(accumulate, "_SPLIT_ELEMS", 1 << 9)
     monkeypatch.setattr(accumulate, "_CHUNK_ELEMS", 1 << 14)  # matmul rows of vectorised orders
@@ -288,8 +291,10 @@ def test_matmul_same_bits(small_blocks):
 
 
 def test_real_block_size():
-    """At the real block size: 3.5 blocks, every thread count, RNE and SR."""
-    x = _values(int(3.5 * threads.BLOCK), 12)
+    """At the real block size: 4.5 blocks (the fewest that threads share is
+    ``MIN_BLOCKS``), every thread count, RNE and SR."""
+    assert threads.MIN_BLOCKS <= 4
+    x = _values(int(4.5 * threads.BLOCK), 12)
     assert_same_for_every_count(lambda: ff.cast(x, "fp8_e4m3"), "rne")
     assert_same_for_every_count(lambda: ff.cast(x, "bf16", "stochastic", rng=1), "sr")
     a = ff.cast(x, "bf16")
@@ -357,7 +362,8 @@ def test_peak_memory_bounded_by_chunks_times_threads(what):
           "classify": lambda v: ff.classify(v, "bf16"),
           "next_up": lambda v: ff.next_up(v, "bf16")}[what]
     v = a if what == "add" else x
-    chunk = 8 * max(rounding._CHUNK, codec._CHUNK, ops._OP_CHUNK)  # bytes of a float64 chunk
+    # bytes of a float64 chunk
+    chunk = 8 * max(rounding._CHUNK, codec._CHUNK, ops._OP_CHUNK, ops._FAST_CHUNK)
     for t in (1, 2, 3):
         with ff.limit_threads(t):
             fn(v[: 6 * threads.BLOCK])  # warm the threads' scratch buffers
