@@ -206,3 +206,12 @@ def test_stochastic_rounding_of_subnormal_quotients_picks_a_neighbour(fmt, opts,
     assert np.all((got == lo) | (got == hi))
     tiny = np.abs(x) < 2.0 ** -900
     assert np.array_equal(got[tiny], tz[tiny]) and np.any(lo[tiny] != hi[tiny])
+
+
+@pytest.mark.parametrize("mode", DET_MODES)
+def test_a_float64_wide_element_format_rounds_the_exact_quotient_once(mode):
+    """Elements in fp64 itself (numpy path; the device path refuses formats this wide):
+    here the quotient's own subnormal is the answer's grid, so the division's rounding
+    and the element rounding coincide in a way that only exact arithmetic settles."""
+    q = ff.quantize(_X, "fp64", scale=_SCALE, rounding=mode)
+    assert _mismatches(q, _X, ff.get_format("fp64"), mode, lambda i: _SCALE) == 0
