@@ -26,7 +26,7 @@ from .codec import values_to_codes
 from .quantized import (QuantizedTensor, block_scale_layout, choose, resolve_kind, split_blocks,
                         unsplit_blocks)
 from .quotients import remainder_kwargs, scaled_quotient
-from .rounding import round_values
+from .rounding import STOCHASTIC, round_values
 
 __all__ = ["MX_FORMATS", "SCALE_ROUNDINGS", "mx_shared_exponent"]
 
@@ -192,6 +192,8 @@ def mx_quantize(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
             y[bad] = 0.0
         # a power-of-two scaling keeps an input's remainder class (if any) valid
         st = None if st_rows is None else st_rows[i:i + _CHUNK_ROWS]
+        if blk.dtype == np.float64:  # narrower inputs never scale below 2**-276
+            y, st = settle_tiny(blk, y, bad if any_bad else None, st, mode in STOCHASTIC)
         qi = q[i:i + _CHUNK_ROWS]
         if not fake and not shift:
             round_values(y, elem, mode, "saturate", rng=rng, **remainder_kwargs(st), out=qi)
@@ -213,6 +215,32 @@ def mx_quantize(v, sticky, name, axis, scale_rounding, mode, rng, fake=False):
     if fake:
         return unsplit_blocks(q, meta, axis, bs)
     return _mx_tensor(q, E, meta, axis, name)
+
+
+def settle_tiny(x, y, bad_rows, st, fine):
+    """(y, remainder) with the scaled values ``y = x * 2**k`` (one power of two a row) that
+    float64 may have rounded replaced by their exact single-rounding stand-in.
+
+    A product of a power of two is exact while it is a normal float64 number; a nonzero
+    ``x`` whose product is at most 2**-1022 in magnitude may have been rounded (into the
+    subnormals, to zero, or up to 2**-1022), and rounding that again would be a double
+    rounding.  Such an exact value lies strictly between 0 and 2**-1021, far below half
+    the smallest step of every MX element format (2**-16 for E5M2; 1 for MXINT8's
+    integers), so each is rounded once as a signed zero with remainder class 1 (a hair
+    beyond zero; ``fine``, for stochastic rounding: the smallest ``resid``, 1: the exact
+    value is below 2**-1000 of a step, and every stochastic threshold is the same for
+    all positive fractions that small).  ``bad_rows``: rows
+    with a NaN scale (left as they are); ``st``: the input's remainder or None."""
+    with np.errstate(all="ignore"):
+        tiny = (np.abs(y) <= 2.0 ** -1022) & (x != 0)
+    if bad_rows is not None:
+        tiny &= ~bad_rows[:, None]
+    if not tiny.any():
+        return y, st
+    y[tiny] = np.copysign(0.0, x[tiny])
+    st = np.zeros(y.shape, np.int64 if fine else np.uint8) if st is None else np.array(st)
+    st[tiny] = 1
+    return y, st
 
 
 def _scaled_chunk(blk, p2, y, f32buf):

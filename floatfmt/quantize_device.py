@@ -88,10 +88,19 @@ def _two_prod_error(a: Any, b: Any, p: Any) -> Any:
     return ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
+def _rounded_by_scaling(v: Any, y: Any, t: Any) -> Any:
+    """Where ``y``, v divided or multiplied by a power of two in float64, may have been
+    rounded: v finite nonzero and |y| at most 2**-1022 (subnormal, zero, or rounded up
+    to 2**-1022) or infinite."""
+    a = y.abs()
+    return ((a <= 2.0 ** -1022) | (a == float("inf"))) & t.isfinite(v) & (v != 0)
+
+
 def exact_quotient(v: Any, s: Any) -> tuple[Any, Any]:
     """The exact quotients ``v / s`` (float64 tensors, s > 0 finite, broadcast) as
     (float64 truncated toward zero, uint8 remainder class 0..3, or None when every
-    scale is a power of two: then the float64 quotient, as on numpy).
+    scale is a power of two and every quotient a normal float64 number or zero from a
+    zero: then the float64 quotient, as on numpy).
 
     a = v 2**-ev and b = s 2**-es lie in [0.5, 1); q = fl(a / b) and the exact residual
     a - q b (TwoProd) place a / b beyond q (class 1) or short of it (the next float64
@@ -103,8 +112,8 @@ def exact_quotient(v: Any, s: Any) -> tuple[Any, Any]:
     t = xp.t
     v, s = t.broadcast_tensors(v, s)
     d = v / s
-    if _all_pow2(s, t):
-        return d, None
+    if _all_pow2(s, t) and not bool(_rounded_by_scaling(v, d, t).any()):
+        return d, None  # a normal float64 quotient by a power of two is exact
     fin = t.isfinite(v) & (v != 0)
     one = t.ones((), dtype=t.float64, device=v.device)
     vs = t.where(fin, v, one)
@@ -133,10 +142,17 @@ def _check_target(f: Format, name: str, device: Any) -> None:
 
 def _round_quotients(v: Any, s: Any, f: Format, mode: str, overflow: Any, rng: Any) -> Any:
     """round(v / s) to f, the quotient rounded once (``tensorscale`` on the device).
-    Stochastic rounding needs exact quotients (every scale a power of two)."""
+    Stochastic rounding needs exact quotients (every scale a power of two); there the
+    only remainders are those of quotients past 2**+-1000 (class 1 beside a signed zero
+    or +-2**1000), passed as the smallest ``resid``, 1: a tiny one's fraction of a step of
+    f is below 2**-900, and every stochastic threshold is the same for all that small (a
+    huge one overflows f either way)."""
     _check_target(f, "quantize", v.device)
     y, cls = exact_quotient(v, s)
     if mode in STOCHASTIC:
+        t = namespace(v).t
+        if cls is not None and _all_pow2(t.broadcast_to(s, y.shape).contiguous(), t):
+            return round_values(y, f, mode, overflow, rng=rng, resid=cls.to(t.int64))
         if cls is not None and bool((cls != 0).any()):
             raise _no(f"rounding={mode!r} of quotients x / scale that float64 does not hold "
                       "(their exact remainders are not carried on tensors; pow2_scale=True "
@@ -499,7 +515,12 @@ def _mx(v: Any, dtype: Any, p: Any, fake: bool) -> Any:
     Ek = t.where(bad, t.zeros_like(E), E).to(t.int64)
     y = rows * xp.pow2(shift - Ek)[:, None]
     y = t.where(bad[:, None], t.zeros_like(y), y)
-    r = round_values(y, elem, p.mode, "saturate", rng=_rng(p))
+    # products float64 may have rounded: a signed zero and class 1 (blockscale.settle_tiny)
+    tiny = _rounded_by_scaling(rows, y, t) & ~bad[:, None]
+    y = t.where(tiny, t.copysign(t.zeros_like(y), rows.to(y.dtype)), y)
+    rem = {"resid" if p.mode in STOCHASTIC else "sticky":
+           tiny.to(t.int64 if p.mode in STOCHASTIC else t.uint8)} if bool(tiny.any()) else {}
+    r = round_values(y, elem, p.mode, "saturate", rng=_rng(p), **rem)
     if fake:
         out = r * xp.pow2(Ek - shift)[:, None]
         out = t.where(bad[:, None], t.full_like(out, float("nan")), out)

@@ -208,7 +208,13 @@ class QuantizedTensor:
         return np.take(rep, np.arange(n), axis=axis) if rep.shape[axis] != n else rep
 
     def dequantize(self, dtype=np.float64) -> np.ndarray:
-        """``(elements - zero_point) * scale`` as ``dtype`` (float64 holds it exactly).
+        """``(elements - zero_point) * scale`` as ``dtype``.  Float64 holds it exactly when
+        the element format has at most 29 bits of precision (integers: at most 29 bits),
+        its smallest positive value is at least 2**-925 and its largest below 2**896, as
+        for every built-in format narrower than fp64 (fp32 scales: 24 bits, 2**-149 to
+        2**128; MX / NVFP4 scales narrower still); for wider element formats (fp64, wide
+        custom ones) it is the float64 product rounded to nearest even, which may round
+        into the subnormals.  A narrower ``dtype`` is numpy's cast of that (nearest even).
         Made from a tensor: a tensor on its device (``dispatch.tensor_method``; other
         devices than the CPU: ``floatfmt.quantized_device``)."""
         if fields_device(self) is not None:
