@@ -29,11 +29,11 @@ The rule, and why:
   ``block_scaled_mma`` (``floatfmt.tensorcore_device``, ``floatfmt.fdpa_device``),
   and ``quantize`` / ``fake_quant`` / ``QuantizedTensor.dequantize`` / ``.codes`` /
   ``.limits`` for every scheme (``floatfmt.quantize_device``,
-  ``floatfmt.quantized_device``; stochastic rounding where the quotients x / scale
-  are exact), and ``block_scaled_matmul`` / ``recipe_matmul`` (``floatfmt.recipes``:
-  their steps through those entries).  Functions, formats or options that have no
-  device implementation yet (stochastic rounding of a tensor-core product's
-  operands and of inexact quotients in quantisation, ``calibration="mse"``, and
+  ``floatfmt.quantized_device``; stochastic rounding too, inexact quotients
+  x / scale carrying their exact remainder), and ``block_scaled_matmul`` /
+  ``recipe_matmul`` (``floatfmt.recipes``: their steps through those entries).
+  Functions, formats or options that have no device implementation yet (stochastic
+  rounding of a tensor-core product's operands, ``calibration="mse"``, and
   ``sqrt`` under stochastic rounding in fp64 and other formats whose products do
   not fit float64; every other op, sum and product runs in them) raise
   ``NotImplementedError`` naming the function and the device, never a silent copy

@@ -20,16 +20,18 @@ it as the float64 quotient truncated toward zero plus its remainder class
 q = fl(a / b) and the sign of the exact residual a - q b from Dekker's TwoProd).  As on
 numpy, a call whose scales are all powers of two divides directly.
 
-Stochastic rounding draws from a ``torch.Generator`` (or an int seed) on the device
-wherever the quotients are exact: MX (power-of-two scales), ``pow2_scale=True``, a
-scale of 1; numpy's path carries each inexact quotient's exact remainder, which
-tensors do not, so there it raises.
+Stochastic rounding draws from a ``torch.Generator`` (or an int seed) on the device,
+for every scheme.  Quotients that float64 does not hold (scales that are not powers
+of two, NVFP4's elements) go to the rounding routine as numpy's path hands them:
+truncated toward zero with their exact remainder ``resid`` (``exact_quotient`` with
+``fine``, through ``ops_device.wide_quotient``), so a quotient a fraction p of the way
+between its neighbours rounds away with probability p.  MX, ``pow2_scale=True`` and a
+scale of 1 give exact quotients (no remainder).
 
 Not on the device (NotImplementedError naming the function and the device, never a
 host copy): ``calibration="mse"`` (its error sums would have to follow numpy's
-summation order to pick the same clip range), stochastic rounding of inexact
-quotients (above), and a quotient rounded to a format reaching beyond 2**+-990
-(fp64 and wide custom formats, with a scale other than 1).
+summation order to pick the same clip range) and a quotient rounded to a format
+reaching beyond 2**+-990 (fp64 and wide custom formats, with a scale other than 1).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from ._xp import is_tensor, namespace
 from .blockscale import SCALE_ROUNDINGS, nvfp4_tensor_scale
 from .codec import values_to_codes
 from .groupscale import tiled_layout
+from .ops_device import wide_quotient
 from .quantized import QuantizedTensor, choose, normalize_axis, width
 from .quantized_device import expand_tiles
 from .rounding import STOCHASTIC, round_values
@@ -96,11 +99,20 @@ def _rounded_by_scaling(v: Any, y: Any, t: Any) -> Any:
     return ((a <= 2.0 ** -1022) | (a == float("inf"))) & t.isfinite(v) & (v != 0)
 
 
-def exact_quotient(v: Any, s: Any) -> tuple[Any, Any]:
+def exact_quotient(v: Any, s: Any, fine: bool = False) -> tuple[Any, Any]:
     """The exact quotients ``v / s`` (float64 tensors, s > 0 finite, broadcast) as
     (float64 truncated toward zero, uint8 remainder class 0..3, or None when every
     scale is a power of two and every quotient a normal float64 number or zero from a
     zero: then the float64 quotient, as on numpy).
+
+    ``fine`` (stochastic rounding): the int64 remainder ``resid`` instead of the class
+    (2**54 times the remainder in units of the truncated value's float64 ulp, rounded
+    to odd; ``rounding.round_values``' ``resid``), that of ``eft.exact_quotient(v, s,
+    fine=True)`` for quotients of any magnitude: ``ops_device.wide_quotient`` (subnormal
+    quotients truncated to a multiple of 2**-1074, ones past the float64 range +-Inf
+    with ``exact_device.R_PAST``).  Still None in the power-of-two case above.
+
+    Otherwise:
 
     a = v 2**-ev and b = s 2**-es lie in [0.5, 1); q = fl(a / b) and the exact residual
     a - q b (TwoProd) place a / b beyond q (class 1) or short of it (the next float64
@@ -114,6 +126,8 @@ def exact_quotient(v: Any, s: Any) -> tuple[Any, Any]:
     d = v / s
     if _all_pow2(s, t) and not bool(_rounded_by_scaling(v, d, t).any()):
         return d, None  # a normal float64 quotient by a power of two is exact
+    if fine:
+        return wide_quotient(v, s, fine=True)
     fin = t.isfinite(v) & (v != 0)
     one = t.ones((), dtype=t.float64, device=v.device)
     vs = t.where(fin, v, one)
@@ -141,23 +155,13 @@ def _check_target(f: Format, name: str, device: Any) -> None:
 
 
 def _round_quotients(v: Any, s: Any, f: Format, mode: str, overflow: Any, rng: Any) -> Any:
-    """round(v / s) to f, the quotient rounded once (``tensorscale`` on the device).
-    Stochastic rounding needs exact quotients (every scale a power of two); there the
-    only remainders are those of quotients past 2**+-1000 (class 1 beside a signed zero
-    or +-2**1000), passed as the smallest ``resid``, 1: a tiny one's fraction of a step of
-    f is below 2**-900, and every stochastic threshold is the same for all that small (a
-    huge one overflows f either way)."""
+    """round(v / s) to f, the quotient rounded once (``tensorscale`` on the device);
+    stochastic modes hand the routine the quotient's exact remainder (``resid``)."""
     _check_target(f, "quantize", v.device)
-    y, cls = exact_quotient(v, s)
     if mode in STOCHASTIC:
-        t = namespace(v).t
-        if cls is not None and _all_pow2(t.broadcast_to(s, y.shape).contiguous(), t):
-            return round_values(y, f, mode, overflow, rng=rng, resid=cls.to(t.int64))
-        if cls is not None and bool((cls != 0).any()):
-            raise _no(f"rounding={mode!r} of quotients x / scale that float64 does not hold "
-                      "(their exact remainders are not carried on tensors; pow2_scale=True "
-                      "makes every quotient exact)", v.device, "quantize")
-        return round_values(y, f, mode, overflow, rng=rng)
+        y, resid = exact_quotient(v, s, fine=True)
+        return round_values(y, f, mode, overflow, rng=rng, resid=resid)
+    y, cls = exact_quotient(v, s)
     return round_values(y, f, mode, overflow, rng=rng, sticky=cls)
 
 
