@@ -57,10 +57,21 @@ def test_device_quotient_remainders_equal_eft():
     assert np.array_equal(t.numpy(), tw, equal_nan=True)
     assert np.array_equal(R.numpy(), Rw)
     assert (Rw & 1).any() and (Rw[:300] != 0).any()
-    # power-of-two scales: the float64 quotient, no remainder (as numpy)
-    t2, R2 = exact_quotient(torch.from_numpy(v), torch.from_numpy(np.exp2(np.round(np.log2(s)))),
-                            fine=True)
+    # power-of-two scales: where every float64 quotient is normal (or an exact zero /
+    # special) it is exact: the quotient itself, no remainder (as numpy) ...
+    s2 = np.exp2(np.round(np.log2(s)))
+    with np.errstate(over="ignore", under="ignore"):
+        q2 = np.abs(v / s2)
+    normal = ~np.isfinite(v) | (v == 0) | ((q2 >= 2.0 ** -1021) & (q2 <= 2.0 ** 1023))
+    assert normal.sum() > n // 2 and not normal.all()
+    t2, R2 = exact_quotient(torch.from_numpy(v[normal]), torch.from_numpy(s2[normal]), fine=True)
     assert R2 is None
+    # ... and where some are subnormal or past the range, the division rounded: the
+    # remainders of every quotient, as eft's
+    t3, R3 = exact_quotient(torch.from_numpy(v), torch.from_numpy(s2), fine=True)
+    tw3, Rw3 = eft.exact_quotient(v, s2, fine=True)
+    assert R3 is not None
+    assert np.array_equal(t3.numpy(), tw3, equal_nan=True) and np.array_equal(R3.numpy(), Rw3)
 
 
 # ------------------------------------------------------------------ the exact rule
