@@ -45,6 +45,7 @@ from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
 from .blockscale import SCALE_ROUNDINGS, nvfp4_tensor_scale
 from .codec import values_to_codes
+from .exact_device import two_prod_error
 from .groupscale import tiled_layout
 from .ops_device import wide_quotient
 from .quantized import QuantizedTensor, choose, normalize_axis, width
@@ -56,7 +57,6 @@ __all__ = ["device_quantize", "exact_quotient"]
 
 _FP32 = get_format("fp32")
 _INT53 = Format("int53", kind="int", bits=53)  # round(x / scale) before the clamp (as tensorscale)
-_SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitter
 
 
 def _no(what: str, device: Any, name: str) -> NotImplementedError:
@@ -78,17 +78,6 @@ def _all_pow2(s: Any, t: Any) -> bool:
     """Whether every finite value of the positive tensor s is a power of two."""
     m = t.where(s < 2.0 ** -1022, s * 2.0 ** 64, s).view(t.int64) & ((1 << 52) - 1)
     return bool(((m == 0) | ~t.isfinite(s)).all())
-
-
-def _two_prod_error(a: Any, b: Any, p: Any) -> Any:
-    """a * b - p exactly for p = fl(a * b) (Dekker; a, b near 1)."""
-    def split(v: Any) -> tuple[Any, Any]:
-        c = _SPLITTER * v
-        hi = c - (c - v)
-        return hi, v - hi
-    ah, al = split(a)
-    bh, bl = split(b)
-    return ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
 def _rounded_by_scaling(v: Any, y: Any, t: Any) -> Any:
@@ -135,7 +124,7 @@ def exact_quotient(v: Any, s: Any, fine: bool = False) -> tuple[Any, Any]:
     a, b = xp.ldexp(vs, -ev), xp.ldexp(s, -es)
     q = a / b
     p = q * b
-    r = (a - p) - _two_prod_error(q, b, p)
+    r = (a - p) - two_prod_error(q, b, p)
     inexact = fin & (r != 0)
     beyond = (r > 0) == (q > 0)
     tq = t.where(inexact & ~beyond, t.nextafter(q, t.zeros_like(q)), q)
