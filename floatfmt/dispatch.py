@@ -146,7 +146,9 @@ def check_tensors(name: str, operands: list[Any], codes: bool = False) -> Any:
     TypeError for a complex tensor, a tensor dtype outside ``_ACCEPTED`` (``codes``:
     bit patterns, where torch's uint16/32/64, as ``encode`` returns them, are accepted
     too), or a numpy array / FPArray among the operands (no silent mixing of array
-    kinds); ValueError for tensors on two devices or on a device not in ``DEVICES``."""
+    kinds), or another operand the device code does not take (``_check_beside``: a list,
+    a numpy scalar, a Fraction ...); ValueError for tensors on two devices or on a
+    device not in ``DEVICES``, or a Python int past 2**53 beside tensors."""
     device = None
     for x in operands:
         if is_tensor(x):
@@ -169,7 +171,30 @@ def check_tensors(name: str, operands: list[Any], codes: bool = False) -> Any:
             kind = "a numpy array" if isinstance(x, np.ndarray) else type(x).__name__
             raise TypeError(f"{name}: {kind} mixed with torch tensors; give all array operands "
                             "as tensors (torch.from_numpy) or all as numpy arrays (t.numpy())")
+        else:
+            _check_beside(name, x)
     return device
+
+
+def _check_beside(name: str, x: Any) -> None:
+    """An operand that is not a tensor, in a call that holds tensors: None, a Python
+    bool / int / float (ints up to 2**53, which float64 holds), a string option (such
+    as ``scale="amax"``) or a dataclass operand (``QuantizedTensor``) pass; lists,
+    tuples, numpy scalars, Fractions and Decimals raise TypeError, on every device
+    alike (the device code takes tensors and Python numbers only, so the CPU path must
+    not accept more)."""
+    if x is None or isinstance(x, str) or dataclasses.is_dataclass(x):
+        return
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic) \
+            or isinstance(x, np.float64):
+        if isinstance(x, int) and not isinstance(x, bool) and abs(x) > 2 ** 53:
+            raise ValueError(f"{name}: the Python int {x} beside torch tensors is past 2**53, "
+                             "which a float64 tensor cannot hold; accepted beside tensors: "
+                             "ints up to 2**53 in magnitude and floats")
+        return
+    raise TypeError(f"{name}: {type(x).__name__} mixed with torch tensors; accepted beside "
+                    "tensors: tensors on the same device and Python int / float numbers "
+                    "(convert it with torch.tensor(...) on the tensors' device)")
 
 
 def to_host(x: Any) -> Any:
@@ -309,7 +334,9 @@ def tensor_entry(name: str, operands: tuple[str, ...],
                  ste: bool = False) -> Callable[[F], F]:
     """Decorator: make the numpy-path function take torch tensors (the rule above).
 
-    ``operands``: the names of the parameters that may hold arrays.  A call without
+    ``operands``: the names of the parameters that may hold arrays; any other keyword
+    argument that holds a tensor or a numpy array (an option passed through
+    ``**options``, as ``fake_quant``'s ``scale=``) is an operand too.  A call without
     a tensor among them is passed straight through (one type test per operand).
     With a tensor: the operands are checked (``check_tensors``); CPU tensors are
     viewed as numpy arrays, the function runs, and its results come back as CPU
@@ -335,14 +362,17 @@ def tensor_entry(name: str, operands: tuple[str, ...],
 
         @functools.wraps(fn)
         def entry(*args: Any, **kwargs: Any) -> Any:
-            ops = pick(args, kwargs)
+            # arrays given through **options (fake_quant's scale=) are operands too
+            ops = pick(args, kwargs) + [v for k, v in kwargs.items() if k not in operands
+                                        and (is_tensor(v) or isinstance(v, np.ndarray))]
             if not any(is_tensor(x) for x in ops):
                 return fn(*args, **kwargs)
             device = check_tensors(f"floatfmt.{name}", ops)
             if host_kernels_device(device):
                 args = tuple(to_host(a) if i in positions else a
                              for i, a in enumerate(args))
-                kwargs = {k: (to_host(v) if k in operands else v) for k, v in kwargs.items()}
+                kwargs = {k: (to_host(v) if k in operands or is_tensor(v) else v)
+                          for k, v in kwargs.items()}
                 host_r = fn(*args, **kwargs)
                 r = from_host(host_r, device)
                 limits_of = host_r
