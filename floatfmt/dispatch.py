@@ -176,14 +176,24 @@ def check_tensors(name: str, operands: list[Any], codes: bool = False) -> Any:
     return device
 
 
+def _numeric(s: str) -> bool:
+    """Whether the string is a number (decimal or hex float) rather than an option word."""
+    try:
+        float.fromhex(s) if s.strip().lower().lstrip("+-").startswith("0x") else float(s)
+    except ValueError:
+        return False
+    return True
+
+
 def _check_beside(name: str, x: Any) -> None:
     """An operand that is not a tensor, in a call that holds tensors: None, a Python
     bool / int / float (ints up to 2**53, which float64 holds), a string option (such
     as ``scale="amax"``) or a dataclass operand (``QuantizedTensor``) pass; lists,
-    tuples, numpy scalars, Fractions and Decimals raise TypeError, on every device
+    tuples, numpy scalars, Fractions, Decimals and numeric strings (``"0.1"``, which
+    the numpy path reads exactly) raise TypeError, on every device
     alike (the device code takes tensors and Python numbers only, so the CPU path must
     not accept more)."""
-    if x is None or isinstance(x, str) or dataclasses.is_dataclass(x):
+    if x is None or isinstance(x, str) and not _numeric(x) or dataclasses.is_dataclass(x):
         return
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic) \
             or isinstance(x, np.float64):

@@ -172,12 +172,14 @@ class Operand:
     def numpy(self):
         if self.layout == "list":
             return self.array.astype(np.float64).tolist()
+        if self.layout == "numstr":
+            return float(self.array.astype(np.float64)).hex()
         if self.layout == "scalar":
             return int(self.array) if self.dtype in INT_IN else float(self.array.astype(np.float64))
         return self.array.copy()
 
     def tensor(self):
-        if self.layout in ("scalar", "list"):
+        if self.layout in ("scalar", "list", "numstr"):
             return self.numpy()
         tdt = getattr(torch, self.dtype)
         a = self.array
@@ -212,7 +214,7 @@ def operand(draw, fmt, shape=None, dtypes=FLOAT_IN, scalar_ok=False, layouts=Tru
     dtype = draw(st.sampled_from(dtypes + (INT_IN if draw(st.integers(0, 9)) == 0 else [])))
     layout = "contig"
     if scalar_ok and shape == () and draw(st.booleans()):
-        layout = "scalar"
+        layout = "scalar" if draw(st.integers(0, 7)) else "numstr"  # "0x1.8p+1": exact
     elif scalar_ok and shape and draw(st.integers(0, 7)) == 0:
         layout = "list"  # a Python (nested) list mixed with tensors: refused alike
     elif layouts:
@@ -315,15 +317,16 @@ def differential(name, call, operands, **known_flags):
     """Run ``call(*arrays)`` on the numpy arrays, then on the tensors of ``operands`` twice:
     on the CPU path (numpy kernels on the tensors' memory) and, under
     ``force_namespace``, on the device code; compare both with the numpy result as the
-    module docstring says.  A list operand beside tensors must raise TypeError on both
-    tensor paths (``dispatch.check_tensors``), whatever the numpy path did."""
+    module docstring says.  A list or a numeric string beside tensors must raise
+    TypeError on both tensor paths (``dispatch.check_tensors``), whatever the numpy
+    path did."""
     if known(name, operands, **known_flags):
         return "known"
     np_args = [o.numpy() for o in operands]
     with np.errstate(all="ignore"):
         kn, rn = _run(lambda: call(*np_args))
     t_args = [o.tensor() for o in operands]
-    lists = [o for o in operands if o.layout == "list"]
+    lists = [o for o in operands if o.layout in ("list", "numstr")]
     if lists and any(isinstance(a, torch.Tensor) for a in t_args):
         kn, rn = "err", TypeError("list mixed with torch tensors")
     for path in ("cpu", "device"):
