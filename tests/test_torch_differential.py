@@ -621,3 +621,26 @@ def test_block_scaled_and_recipe_matmul(data):
         def call(x, w):
             return ff.recipe_matmul(x, w, recipe)
     differential(fn, call, ops)
+
+
+# ------------------------------------------------------------------ handed over (KNOWN)
+@pytest.mark.xfail(strict=True, reason=KNOWN["fnuz_nan_sign"])
+@pytest.mark.parametrize("dtype", ["float8_e4m3fnuz", "float8_e5m2fnuz"])
+def test_known_fnuz_nan_sign(dtype):
+    x = np.array([np.nan, 1.0], DTYPES[dtype])
+    t = torch.from_numpy(x.view(np.uint8)).view(getattr(torch, dtype))
+    assert _as_f64(ff.encode(t, "fp16")).tolist() == ff.encode(x, "fp16").tolist()
+
+
+@pytest.mark.xfail(strict=True, reason=KNOWN["int_gemm_nan"])
+def test_known_int_gemm_nan():
+    a, b = np.zeros((1, 16)), np.zeros((16, 1))
+    a[0, 0], a[0, 1], b[0, 0] = 100.0, np.nan, 1.5
+    with np.errstate(all="ignore"):
+        want = _run(lambda: ff.matmul(a, b, "int8", model="h100"))
+        with force_namespace():
+            got = _run(lambda: ff.matmul(torch.from_numpy(a), torch.from_numpy(b), "int8",
+                                         model="h100"))
+    # a NaN has no int8 code: refused with ValueError on both paths (as encode does)
+    assert want[0] == got[0] == "err"
+    assert isinstance(want[1], ValueError) and isinstance(got[1], ValueError)
