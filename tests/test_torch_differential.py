@@ -146,18 +146,20 @@ DTYPES = {
     "float64": np.float64, "float32": np.float32, "float16": np.float16,
     "bfloat16": ml_dtypes.bfloat16, "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
     "float8_e5m2": ml_dtypes.float8_e5m2, "float8_e4m3fnuz": ml_dtypes.float8_e4m3fnuz,
-    "float8_e5m2fnuz": ml_dtypes.float8_e5m2fnuz, "int64": np.int64, "int32": np.int32,
+    "float8_e5m2fnuz": ml_dtypes.float8_e5m2fnuz, "float8_e8m0fnu": ml_dtypes.float8_e8m0fnu,
+    "int64": np.int64, "int32": np.int32,
     "int8": np.int8, "uint8": np.uint8,
 }
 FLOAT_IN = ["float64"] * 4 + ["float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-                              "float8_e4m3fnuz", "float8_e5m2fnuz"]
+                              "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"]
 INT_IN = ["int64", "int32", "int8", "uint8"]
 
 
 class Operand:
     """One array operand: its float64 values, the dtype both sides get, its shape and the
     layout of the tensor (``contig``, ``transposed`` (2-D+), ``strided`` (a ``[..., ::2]``
-    slice)), or a Python scalar (``scalar``)."""
+    slice), ``expanded`` (one row expanded, stride 0)), or a Python scalar (``scalar``),
+    a numeric string (``numstr``) or a nested list (``list``)."""
 
     def __init__(self, values: np.ndarray, dtype: str, shape: tuple, layout: str):
         self.dtype, self.shape, self.layout = dtype, shape, layout
@@ -167,6 +169,8 @@ class Operand:
             info = np.iinfo(np_dtype)
             v = np.nan_to_num(v, nan=0.0, posinf=info.max, neginf=info.min)
             v = np.clip(np.trunc(v), max(info.min, -2 ** 53), min(info.max, 2 ** 53))
+        if layout == "expanded" and v.ndim >= 2 and v.shape[0]:
+            v = np.broadcast_to(v[:1], v.shape).copy()  # one row, repeated by torch's expand
         with np.errstate(all="ignore"):
             self.array = v.astype(np_dtype)
 
@@ -188,6 +192,8 @@ class Operand:
         base = torch.from_numpy(np.array(a, np.float64 if is_float else np.int64))
         if self.layout == "transposed" and a.ndim >= 2:
             t = base.transpose(-1, -2).contiguous().to(tdt).transpose(-1, -2)
+        elif self.layout == "expanded" and a.ndim >= 2 and a.shape[0]:
+            t = base[:1].to(tdt).expand(*a.shape)  # stride 0 along the first axis
         elif self.layout == "strided" and a.ndim >= 1:
             wide = torch.zeros(*a.shape[:-1], 2 * a.shape[-1], dtype=torch.float64
                                if is_float else torch.int64)
@@ -219,7 +225,7 @@ def operand(draw, fmt, shape=None, dtypes=FLOAT_IN, scalar_ok=False, layouts=Tru
     elif scalar_ok and shape and draw(st.integers(0, 7)) == 0:
         layout = "list"  # a Python (nested) list mixed with tensors: refused alike
     elif layouts:
-        layout = draw(st.sampled_from(["contig", "contig", "transposed", "strided"]))
+        layout = draw(st.sampled_from(["contig", "contig", "transposed", "strided", "expanded"]))
     return Operand(vals, dtype, shape, layout)
 
 
@@ -541,7 +547,8 @@ def quant_options(draw, fmt, shape):
 @given(data=st.data())
 def test_quantize(data):
     fmt = data.draw(st.sampled_from(QFMTS), "fmt")
-    fn = data.draw(st.sampled_from(["quantize", "fake_quant", "dequantize"]), "fn")
+    fn = data.draw(st.sampled_from(["quantize", "fake_quant", "dequantize", "dequantize_f32"]),
+                   "fn")
     shape = data.draw(st.sampled_from([(), (0,), (5,), (3, 4), (2, 32), (4, 16), (2, 3, 4),
                                        (1, 40)]), "shape")
     x = data.draw(operand("bf16", shape), "x")
@@ -552,9 +559,13 @@ def test_quantize(data):
     elif fn == "fake_quant":
         def call(a):
             return ff.fake_quant(a, fmt, **opts)
-    else:
+    elif fn == "dequantize":
         def call(a):
             return ff.dequantize(ff.quantize(a, fmt, **opts))
+    else:
+        def call(a):  # the dtype argument: numpy's float32 for arrays, torch's for tensors
+            dt = torch.float32 if isinstance(a, torch.Tensor) else np.float32
+            return ff.quantize(a, fmt, **opts).dequantize(dt)
     differential(fn, call, [x], codes=fn == "quantize")
 
 
