@@ -66,23 +66,26 @@ def device(fn, *args, **kw):
 
 class Replay:
     """The torch draws of a device call, replayed in the documented order: one batch of
-    integers in [0, 2**bits) per rounding, of that rounding's shape."""
+    integers in [0, 2**bits) per rounding, of that rounding's shape, from a Generator on
+    ``device`` seeded with ``seed``."""
 
-    def __init__(self, seed: int, bits: int):
-        self.g = torch.Generator().manual_seed(seed)
-        self.bits = bits
+    def __init__(self, seed: int, bits: int, device: str = "cpu"):
+        self.g = torch.Generator(device=device).manual_seed(seed)
+        self.bits, self.device = bits, device
 
     def __call__(self, shape: tuple) -> np.ndarray:
         return torch.randint(0, 1 << self.bits, tuple(shape), generator=self.g,
-                             dtype=torch.int64).numpy()
+                             dtype=torch.int64, device=self.device).cpu().numpy()
 
 
 def replay_matmul(kind: str, a, b, fmt: str, preset: str, mode: str, bits: int, seed: int, *,
                   acc_fmt: str = "fp32", alpha: float = 1.0, beta=None, c=None,
-                  out_fmt=None, overflow=None, ftz: bool = False) -> np.ndarray:
+                  out_fmt=None, overflow=None, ftz: bool = False,
+                  device: str = "cpu") -> np.ndarray:
     """numpy's rule for ``kind(a, b, fmt, model=preset, rounding=mode, sr_bits=bits)``
-    given the random numbers a torch Generator seeded with ``seed`` gives the device."""
-    draw = Replay(seed, bits)
+    given the random numbers a torch Generator on ``device`` seeded with ``seed`` gives
+    the device code."""
+    draw = Replay(seed, bits, device)
     m = get_model(preset, fmt, acc_fmt)
     sr = dict(overflow=overflow, ftz=ftz, sr_bits=bits)
     first = "fp32" if m.fmt == "tf32" else m.fmt  # tf32: SR to fp32, then the model's rule
@@ -121,14 +124,17 @@ def count(got, want) -> int:
     return int(mismatches(g, want).sum())
 
 
-# (alpha, beta, c?, out_fmt, options): no epilogue, each step alone, all of them
+# (alpha, beta, c's scale (None: no c), out_fmt, options): no epilogue, each step alone,
+# all of them; c far below the accumulator (2**-30) makes beta * c + acc inexact in
+# float64, so that the fma's SR needs its exact remainder (``resid``) past float64
 EPILOGUES = [
-    (1.0, None, False, None, {}),
-    (0.1, None, False, None, {}),
-    (1.0, None, True, None, {}),
-    (1.0, 0.0, True, "bf16", {}),
-    (-0.3, 0.7, True, "fp16", {"overflow": "saturate"}),
-    (1.0, 1.0, True, "fp8_e4m3", {"ftz": True, "overflow": "saturate"}),
+    (1.0, None, None, None, {}),
+    (0.1, None, None, None, {}),
+    (1.0, None, 1.0, None, {}),
+    (1.0, 0.0, 1.0, "bf16", {}),
+    (-0.3, 0.7, 1.0, "fp16", {"overflow": "saturate"}),
+    (1.0, 1.0, 1.0, "fp8_e4m3", {"ftz": True, "overflow": "saturate"}),
+    (0.75, -1.5, 2.0 ** -30, None, {}),
 ]
 MODES = [("stochastic", 3), ("stochastic", 11), ("stochastic", 23), ("stochastic", 52),
          ("stochastic_a", 6), ("stochastic_b", 9), ("stochastic_c", 13)]
@@ -145,18 +151,20 @@ def _operands(fmt: str, shape: tuple, rng) -> np.ndarray:
     return data(shape, rng)
 
 
-@pytest.mark.parametrize("preset,fmt,acc", PRESETS)
-def test_device_sr_equals_numpy_given_the_same_random_numbers(preset, fmt, acc):
+@pytest.mark.parametrize("j", range(len(PRESETS)), ids=[p[0] for p in PRESETS])
+def test_device_sr_equals_numpy_given_the_same_random_numbers(j):
     """matmul (batched, K not a multiple of L) and dot, every SR mode, several sr_bits,
-    every epilogue step: the device's bits are numpy's rule on the replayed draws."""
+    every epilogue step (each mode meets each epilogue over the presets): the device's
+    bits are numpy's rule on the replayed draws."""
+    preset, fmt, acc = PRESETS[j]
     rng = np.random.default_rng(_seed(preset))
     bad = total = 0
     for i, (mode, bits) in enumerate(MODES):
-        alpha, beta, with_c, out_fmt, opts = EPILOGUES[i % len(EPILOGUES)]
+        alpha, beta, cscale, out_fmt, opts = EPILOGUES[(i + j) % len(EPILOGUES)]
         for kind, sa, sb in (("matmul", (2, 3, 37), (37, 4)), ("dot", (3, 21), (21,))):
             a, b = _operands(fmt, sa, rng), _operands(fmt, sb, rng)
             shape = (2, 3, 4) if kind == "matmul" else (3,)
-            c = data(shape[-1:] if i % 2 else shape, rng) if with_c else None
+            c = None if cscale is None else data(shape[-1:] if i % 2 else shape, rng) * cscale
             seed = int(rng.integers(1 << 31))
             kw = dict(alpha=alpha, beta=beta, c=c, out_fmt=out_fmt, **opts)
             got = device(getattr(ff, kind), a, b, fmt, acc, model=preset, rounding=mode,
@@ -165,6 +173,30 @@ def test_device_sr_equals_numpy_given_the_same_random_numbers(preset, fmt, acc):
             bad += count(got, want)
             total += np.size(want)
     assert bad == 0, f"{bad} of {total} results differ from numpy's rule on the same draws"
+
+
+def test_epilogue_remainders_past_float64_on_the_same_draws():
+    """beta * c + acc with c some 2**-30 below the accumulator is not a float64: its
+    SR takes the exact remainder past float64 (the fma's ``resid``); the results equal
+    numpy's rule with ``eft``'s remainder, with random numbers of more bits than float64
+    holds below the step (sr_bits > 29 for fp32).  (That remainder moves the
+    probability by less than 2**-29 here, so random draws cannot tell it from none;
+    tests/test_torch_sr.py proves the device's remainders equal ``eft``'s.)"""
+    rng = np.random.default_rng(12)
+    bad = total = 0
+    for preset, fmt in (("h100/bf16", "bf16"), ("b200/fp8_e4m3", "fp8_e4m3"),
+                        ("mi300/fp16", "fp16")):
+        for mode, bits in (("stochastic", 52), ("stochastic", 40), ("stochastic_b", 47)):
+            a, b = data((3, 40), rng), data((40, 5), rng)
+            c = data((3, 5), rng) * 2.0 ** -30
+            seed = int(rng.integers(1 << 31))
+            kw = dict(alpha=0.7, beta=-1.3, c=c)
+            got = device(ff.matmul, a, b, fmt, model=preset, rounding=mode,
+                         rng=torch.Generator().manual_seed(seed), sr_bits=bits, **kw)
+            want = replay_matmul("matmul", a, b, fmt, preset, mode, bits, seed, **kw)
+            bad += count(got, want)
+            total += want.size
+    assert bad == 0, f"{bad} of {total} results differ"
 
 
 def test_device_operand_casts_equal_round_values_on_the_same_draws():
@@ -361,3 +393,24 @@ def test_sr_options_are_checked_alike():
         device(ff.matmul, a, b, "bf16", model="h100", rounding="stochastic",
                rng=np.random.default_rng(0))
     assert resolve_mode("sr") in STOCHASTIC
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_sr_reproducible_and_equal_to_numpy_on_the_same_draws():
+    """On CUDA: a seed reproduces the bits, another gives others, and the results equal
+    numpy's rule on the CUDA generator's draws (replayed on the host)."""
+    rng = np.random.default_rng(21)
+    bad = total = 0
+    for preset, fmt, acc in PRESETS:
+        a, b = _operands(fmt, (4, 70), rng), _operands(fmt, (70, 3), rng)
+        c = data((4, 3), rng)
+        ta, tb, tc = (torch.from_numpy(v).cuda() for v in (a, b, c))
+        kw = dict(alpha=0.3, c=tc, out_fmt="bf16", rounding="stochastic", sr_bits=20)
+        runs = [ff.matmul(ta, tb, fmt, acc, model=preset, rng=s, **kw) for s in (7, 7, 8)]
+        assert runs[0].device.type == "cuda"
+        assert torch.equal(runs[0], runs[1]) and not torch.equal(runs[0], runs[2]), preset
+        want = replay_matmul("matmul", a, b, fmt, preset, "stochastic", 20, 7, acc_fmt=acc,
+                             alpha=0.3, c=c, out_fmt="bf16", device="cuda")
+        bad += count(runs[0].cpu(), want)
+        total += want.size
+    assert bad == 0, f"{bad} of {total} results differ"
