@@ -61,8 +61,9 @@ So a seed (or a Generator in a given state) reproduces the bits on its device.  
 path rounds the same values with the same rule, drawing from a numpy Generator (one
 stream per call there too; a cast of values already in the format draws nothing), so
 a seed gives other bits; given the same random numbers the results are the same
-(tests/test_torch_tensorcore_sr.py replays the torch draws into numpy's rounding).  ``mma`` and ``block_scaled_mma``
-take no rounding option (nearest-even casts, as on numpy).
+(tests/test_torch_tensorcore_sr.py replays the torch draws into numpy's rounding).
+``mma`` and ``block_scaled_mma`` take no rounding option (nearest-even casts, as on
+numpy).
 
 ``dot`` / ``matmul`` without a model are ``floatfmt.accumulate_device``'s,
 which hands calls with a model to this module.  Block-scaled presets
