@@ -311,8 +311,10 @@ def check_same(want, got, what="result", host=False):
     assert type(got) is type(want) and got == want, f"{what}: {got!r} != {want!r}"
 
 
-# documented gaps: functions whose device code does not exist (dispatch's docstring)
-NO_DEVICE_CODE = {"next_up", "next_down", "ulp"}
+# documented gaps: functions whose device code does not exist (dispatch's docstring);
+# next_up / next_down / ulp left this set when main gave them device code (04:23);
+# pack runs on CPU tensors only (NotImplementedError on CUDA, naming the way out)
+NO_DEVICE_CODE = {"pack"}
 
 
 # Classes of discrepancy handed to their owners (/work/wt/FINDINGS.md): cases in them
@@ -426,7 +428,12 @@ def test_decode(data):
         return  # fp64 codes past int64's range: not a float64-exact operand
     op = Operand(np.array(codes, np.float64), dtype, (n,), data.draw(st.sampled_from(
         ["contig", "strided"])))
-    differential("decode", lambda c: ff.decode(c, fmt), [op])
+    fn = data.draw(st.sampled_from(["decode", "pack"]), "fn")
+    if fn == "decode":
+        differential("decode", lambda c: ff.decode(c, fmt), [op])
+    else:
+        order = data.draw(st.sampled_from(["little", "big"]), "bitorder")
+        differential("pack", lambda c: ff.pack(c, fmt, bitorder=order), [op])
 
 
 OPS2 = ("add", "sub", "mul", "div", "minimum", "maximum")
