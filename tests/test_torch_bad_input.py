@@ -188,3 +188,22 @@ def test_bool_tensor_is_taken_as_numbers(path):
     with force_namespace(path == "device"):
         r = ff.add(b, b, "fp8_e4m3")
     assert r.tolist() == ff.add(b.numpy(), b.numpy(), "fp8_e4m3").tolist() == [2.0, 0.0, 2.0]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_classify_refuses_tensors(device, path):
+    """classify's class names cannot be a tensor: TypeError naming the way out, before
+    any copy (a meta tensor never reaches torch's 'no data' error)."""
+    e = _raise(lambda: ff.classify(torch.ones(2, device=device), "bf16"), path)
+    assert isinstance(e, TypeError) and "tensor" in str(e)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("name", ["pack", "unpack"])
+def test_pack_meta(name, path):
+    data = torch.ones(2, dtype=torch.uint8, device="meta")
+    call = (lambda: ff.pack(data, "fp4_e2m1")) if name == "pack" else \
+        (lambda: ff.unpack(data, "fp4_e2m1", (4,)))
+    e = _raise(call, path)
+    assert isinstance(e, ValueError) and "meta" in str(e) and "cpu" in str(e)
