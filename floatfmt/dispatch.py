@@ -98,9 +98,12 @@ from ._xp import is_tensor, namespace
 
 __all__ = ["tensor_entry", "tensor_method", "fields_device", "STE_SOURCE", "STE_MASK",
            "host_kernels", "force_namespace", "to_host", "from_host",
-           "check_tensors", "host_kernels_device", "ENV_VAR", "DEVICES"]
+           "check_tensors", "host_kernels_device", "ENV_VAR", "DEVICES", "LIST_OPERANDS"]
 
 ENV_VAR = "FLOATFMT_TORCH_PATH"
+#: Operands that may be Python lists of numbers beside tensors, on every device
+#: (``quantize(x, scale=[...], zero_point=[...])``); other lists raise TypeError.
+LIST_OPERANDS = ("scale", "zero_point")
 _FORCE = [os.environ.get(ENV_VAR, "auto").strip().lower() == "namespace"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -143,7 +146,8 @@ def _dtype_name(t: Any) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
-def check_tensors(name: str, operands: list[Any], codes: bool = False) -> Any:
+def check_tensors(name: str, operands: list[Any], codes: bool = False,
+                  names: list[str] | None = None) -> Any:
     """Check the operands of one call that holds at least one tensor; return the device.
 
     TypeError for a complex tensor, a tensor dtype outside ``_ACCEPTED`` (``codes``:
@@ -153,7 +157,7 @@ def check_tensors(name: str, operands: list[Any], codes: bool = False) -> Any:
     a numpy scalar, a Fraction ...); ValueError for tensors on two devices or on a
     device not in ``DEVICES``, or a Python int past 2**53 beside tensors."""
     device = None
-    for x in operands:
+    for k, x in enumerate(operands):
         if is_tensor(x):
             if x.is_complex():
                 raise TypeError(f"{name}: complex tensors are not supported (got {x.dtype}); "
@@ -175,7 +179,7 @@ def check_tensors(name: str, operands: list[Any], codes: bool = False) -> Any:
             raise TypeError(f"{name}: {kind} mixed with torch tensors; give all array operands "
                             "as tensors (torch.from_numpy) or all as numpy arrays (t.numpy())")
         else:
-            _check_beside(name, x)
+            _check_beside(name, x, names[k] if names and k < len(names) else "it")
     return device
 
 
@@ -188,7 +192,7 @@ def _numeric(s: str) -> bool:
     return True
 
 
-def _check_beside(name: str, x: Any) -> None:
+def _check_beside(name: str, x: Any, param: str = "it") -> None:
     """An operand that is not a tensor, in a call that holds tensors: None, a Python
     bool / int / float (ints up to 2**53, which float64 holds), a string option (such
     as ``scale="amax"``) or a dataclass operand (``QuantizedTensor``) pass; lists,
@@ -207,7 +211,7 @@ def _check_beside(name: str, x: Any) -> None:
         return
     raise TypeError(f"{name}: {type(x).__name__} mixed with torch tensors; accepted beside "
                     "tensors: tensors on the same device and Python int / float numbers "
-                    "(convert it with torch.tensor(...) on the tensors' device)")
+                    f"(give {param} as a tensor: torch.tensor(...) on the tensors' device)")
 
 
 def to_host(x: Any) -> Any:
@@ -371,16 +375,22 @@ def tensor_entry(name: str, operands: tuple[str, ...],
         positions = {i for i, _ in where}
 
         def pick(args: tuple, kwargs: dict) -> list[Any]:
-            return [args[i] if i < len(args) else kwargs.get(p) for i, p in where]
+            # quantize's per-channel scale / zero_point lists of numbers are taken by the
+            # device code too: not checked as stray operands (``_check_beside``)
+            return [None if p in LIST_OPERANDS and isinstance(v, (list, tuple)) else v
+                    for p, v in ((p, args[i] if i < len(args) else kwargs.get(p))
+                                 for i, p in where)]
 
         @functools.wraps(fn)
         def entry(*args: Any, **kwargs: Any) -> Any:
             # arrays given through **options (fake_quant's scale=) are operands too
-            ops = pick(args, kwargs) + [v for k, v in kwargs.items() if k not in operands
-                                        and (is_tensor(v) or isinstance(v, np.ndarray))]
+            extra = [k for k, v in kwargs.items() if k not in operands
+                     and (is_tensor(v) or isinstance(v, np.ndarray))]
+            ops = pick(args, kwargs) + [kwargs[k] for k in extra]
             if not any(is_tensor(x) for x in ops):
                 return fn(*args, **kwargs)
-            device = check_tensors(f"floatfmt.{name}", ops)
+            device = check_tensors(f"floatfmt.{name}", ops,
+                                   names=[p for _, p in where] + extra)
             if host_kernels_device(device):
                 args = tuple(to_host(a) if i in positions else a
                              for i, a in enumerate(args))

@@ -207,3 +207,16 @@ def test_pack_meta(name, path):
         (lambda: ff.unpack(data, "fp4_e2m1", (4,)))
     e = _raise(call, path)
     assert isinstance(e, ValueError) and "meta" in str(e) and "cpu" in str(e)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_scale_lists_stay_accepted(path):
+    """The one list operand beside tensors (``dispatch.LIST_OPERANDS``): quantize's
+    per-channel scale / zero_point, taken alike by the numpy path and every device."""
+    x = np.array([[1.0, -2.0, 3.0], [40.0, 50.0, -60.0]])
+    want = ff.quantize(x, "int8", granularity="channel", scale=[0.1, 0.5], zero_point=[1, -2])
+    with force_namespace(path == "device"):
+        got = ff.quantize(torch.from_numpy(x), "int8", granularity="channel", scale=[0.1, 0.5],
+                          zero_point=[1, -2])
+        assert got.dequantize().tolist() == want.dequantize().tolist()
+    assert got.codes.tolist() == want.codes.tolist()
