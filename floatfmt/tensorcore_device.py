@@ -87,8 +87,8 @@ from ._xp import is_tensor, namespace
 from .dispatch import check_tensors
 from .ops_device import DeviceCall, device_add, device_fma, device_mul
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
-from .tensorcore import (TF32_OPERANDS, TensorCoreModel, get_block_model, get_model,
-                         matmul_shapes, mma_shapes)
+from .tensorcore import (TF32_OPERANDS, TensorCoreModel, check_int_operands, get_block_model,
+                         get_model, matmul_shapes, mma_shapes)
 
 __all__ = ["device_matmul", "device_dot", "device_mma", "device_block_scaled_mma", "tile_terms"]
 
@@ -129,6 +129,8 @@ def _inputs(a: Any, b: Any, m: TensorCoreModel, rounding: str, overflow: Any, ft
     x, y = x.detach(), y.detach()
     if m.ftz:  # the unit flushes subnormal inputs to +0 (CDNA2)
         x, y = (fdpa_device.flush_to_plus_zero(v, in_fmt, namespace(v)) for v in (x, y))
+    if in_fmt.kind == "int":  # NaN has no integer code: the host path's ValueError
+        check_int_operands(m, bool(t.isnan(x).any()), bool(t.isnan(y).any()))
     return x, y, in_fmt
 
 
