@@ -27,8 +27,9 @@ their fine remainder ``resid`` (what ``rounding.round_values`` needs for SR: 2**
 times the remainder's share of the float64 ulp, rounded to odd) instead of the
 class: a sum's TwoSum error scaled exactly; a quotient's remainder as w + delta
 (w = fl(|r| / |y|), delta's sign by TwoProd), as ``eft.exact_quotient``; a root's
-remainder to the 2**g cell a format of its width reads (``eft.resid_slack``), with
-an exact side test near cell edges.  Random numbers come from a ``torch.Generator``
+remainder to the 2**g cell a format of its width reads (``eft.resid_slack``), or
+exactly where g < 6 (fp64: the remainder's every bit), with exact side tests near
+cell edges (``root_sticky``).  Random numbers come from a ``torch.Generator``
 on the device or an int seed (a new Generator seeded with it), one per call:
 the operands' casts draw first (operand by operand, one number per element), then
 the result's rounding.  numpy's ops draw from a numpy Generator, so the same seed
@@ -47,12 +48,9 @@ in integer limbs, which also truncates subnormal results and carries results pas
 the range); and ``div`` / ``sqrt`` (``wide_quotient`` / ``wide_root``: the
 mantissas' quotient or root by ``quotient_sticky`` / ``root_sticky`` in range, scaled
 back; a subnormal quotient truncated to 2**-1074 with its remainder from the dropped
-bits and the mantissa quotient's own).
+bits and the mantissa quotient's own), in every rounding mode, stochastic ones
+included (tests/test_torch_wide.py).
 
-Limits (each raises NotImplementedError naming the function and the device, never a
-host copy): ``sqrt`` under stochastic rounding in formats whose products do not fit
-float64 (fp64, wide custom formats: SR needs the root's full remainder, which
-``root_sticky`` gives only to a 2**g cell of a narrower format).
 Python scalars mix with tensors as in the numpy path; results are float64 tensors
 on the operands' device, not differentiable.  ``sum``, ``dot`` and ``matmul`` on the
 device: ``floatfmt.accumulate_device``.

@@ -16,9 +16,12 @@ from the same places (``floatfmt.quantization.plan_quantize`` checks the options
 Every rounding is the one rounding routine's (``rounding.round_values`` on tensors):
 the fp32 scales, the zero points, and each quotient ``x / scale``, which is handed to
 it as the float64 quotient truncated toward zero plus its remainder class
-(``exact_quotient``: both operands scaled into [0.5, 1) by powers of two, the quotient
-q = fl(a / b) and the sign of the exact residual a - q b from Dekker's TwoProd).  As on
-numpy, a call whose scales are all powers of two divides directly.
+(``exact_quotient``, through ``ops_device.wide_quotient``: the operands' frexp
+mantissas' quotient q = fl(a / b) placed by the sign of the exact residual a - q b from
+Dekker's TwoProd, scaled back exactly, subnormal quotients and ones past the float64
+range included, so every element format, fp64 and wide custom ones too, gets the
+quotient rounded once).  As on numpy, a call whose scales are all powers of two and
+quotients all normal divides directly.
 
 Stochastic rounding draws from a ``torch.Generator`` (or an int seed) on the device,
 for every scheme.  Quotients that float64 does not hold (scales that are not powers
@@ -30,8 +33,7 @@ scale of 1 give exact quotients (no remainder).
 
 Not on the device (NotImplementedError naming the function and the device, never a
 host copy): ``calibration="mse"`` (its error sums would have to follow numpy's
-summation order to pick the same clip range) and a quotient rounded to a format
-reaching beyond 2**+-990 (fp64 and wide custom formats, with a scale other than 1).
+summation order to pick the same clip range).
 """
 
 from __future__ import annotations

@@ -384,8 +384,6 @@ def test_what_the_device_path_refuses():
     with force_namespace():
         with pytest.raises(NotImplementedError, match="calibration='mse'"):
             ff.fake_quant(x, "int8", calibration="mse")
-        with pytest.raises(NotImplementedError, match="fp64"):
-            ff.quantize(x, "fp64", scale=0.3)
         with pytest.raises(ValueError, match="does not apply"):
             ff.quantize(x, "mxfp8_e4m3", scale=2.0)
         with pytest.raises(ValueError, match="unknown ste"):
