@@ -509,29 +509,38 @@ def wide_quotient(x: Any, y: Any, fine: bool = False) -> tuple[Any, Any]:
     eq = t.frexp(tq)[1].to(t.int64) - 1  # floor(log2 |tq|)
     top = E + eq
     v = xp.ldexp(tq, E)  # exact in the normal range
-    k_all = -1022 - top  # bits of q' below the subnormal unit (>= 1 where subnormal)
+    past = top >= 1024
+    v = t.where(past, t.copysign(t.full_like(v, math.inf), tq), v)
+    cls = t.where(past, R_PAST if fine else 3, cq)
+    sub = ok & (top < -1022)
+    if bool(sub.any()):  # subnormal quotients (rare): on their own
+        v[sub], cls[sub] = _subnormal_quotients(tq[sub], cq[sub], top[sub], eq[sub], fine, xp)
+    v = t.where(ok, v, x / y)
+    cls = t.where(ok, cls, t.zeros_like(cls))
+    return v, cls if fine else cls.to(t.uint8)
+
+
+def _subnormal_quotients(tq: Any, cq: Any, top: Any, eq: Any, fine: bool,
+                         xp: Any) -> tuple[Any, Any]:
+    """``wide_quotient``'s subnormal results: q' (``tq``, remainder ``cq``) of exponent
+    ``top`` < -1022 truncated to a multiple of 2**-1074, with the class or resid of the
+    dropped bits D and q''s own remainder (see ``wide_quotient``)."""
+    t = xp.t
+    k_all = -1022 - top  # bits of q' below the subnormal unit (>= 1)
     k = k_all.clamp(min=1, max=62)  # for shifts of the 53-bit integer (62: all of it)
     Mi = xp.ldexp(tq.abs(), 52 - eq).to(t.int64)  # q' as a 53-bit integer
     K = Mi >> k
     D = Mi - (K << k)
-    sub = top < -1022
     vs = t.copysign(xp.ldexp(K.to(t.float64), t.full_like(K, -1074)), tq)
     if fine:
         j = (k_all - 54).clamp(min=0, max=62)
         low = t.where(k <= 54, (D << (54 - k).clamp(min=0)) + (cq >> k), D >> j)
         lost = t.where(k <= 54, cq != 0, ((D & ((1 << j) - 1)) != 0) | (cq != 0))
-        cs = low | lost.to(t.int64)
-    else:
-        half = 1 << (k - 1)
-        inexact = cq != 0
-        cs = t.where((D == 0) & ~inexact, 0, t.where(D < half, 1, t.where(
-            (D == half) & ~inexact, 2, 3)))
-    past = top >= 1024
-    v = t.where(sub, vs, t.where(past, t.copysign(t.full_like(v, math.inf), tq), v))
-    cls = t.where(sub, cs, t.where(past, R_PAST if fine else 3, cq))
-    v = t.where(ok, v, x / y)
-    cls = t.where(ok, cls, t.zeros_like(cls))
-    return v, cls if fine else cls.to(t.uint8)
+        return vs, low | lost.to(t.int64)
+    half = 1 << (k - 1)
+    inexact = cq != 0
+    return vs, t.where((D == 0) & ~inexact, 0, t.where(D < half, 1, t.where(
+        (D == half) & ~inexact, 2, 3)))
 
 
 def _unary(name: str, a: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any, daz: Any,
