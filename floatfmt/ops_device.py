@@ -412,10 +412,10 @@ def _root_resid(xs: Any, tt: Any, rt: Any, ulp: Any, inexact: Any, g: int, xp: A
     cell, top = float(1 << h), float((1 << (54 - h)) - 1)
     lo = t.floor((W - 16.0) / cell).clamp(0.0, top)
     hi = t.floor((W + 16.0) / cell).clamp(0.0, top)
-    idx = t.nonzero(inexact & (lo < hi)).reshape(-1)
-    if idx.numel():
-        L, H = lo[idx], hi[idx]
-        xu, tu, eu_u = xs[idx], tt[idx], eu[idx]
+    sel = inexact & (lo < hi)  # any shape: boolean indexing flattens alike
+    if bool(sel.any()):
+        L, H = lo[sel], hi[sel]
+        xu, tu, eu_u = xs[sel], tt[sel], eu[sel]
         while True:
             todo = L < H
             if not bool(todo.any()):
@@ -424,8 +424,7 @@ def _root_resid(xs: Any, tt: Any, rt: Any, ulp: Any, inexact: Any, g: int, xp: A
             above = _root_above(xu, tu, xp.ldexp(M, h + eu_u - 54), t)
             L = t.where(todo & above, M, L)
             H = t.where(todo & ~above, M - 1.0, H)
-        lo = lo.clone()
-        lo[idx] = L
+        lo[sel] = L
     R = (lo.to(t.int64) << h) + (1 << (h - 1))
     return t.where(inexact, R, t.zeros_like(R))
 

@@ -102,6 +102,9 @@ def test_wide_root_resid_equals_integer_square_roots_and_eft(f):
     assert bad == 0, f"{bad} resid mismatches ({f.name}, slack {g})"
     if h:  # a cell's midpoint; zero where exact
         assert np.array_equal(R & ((1 << h) - 1), np.where(want == 0, 0, 1 << (h - 1)))
+    k = x.size // 6 * 6  # any shape: the same elementwise results
+    t2, R2 = wide_root(torch.from_numpy(x[:k].reshape(2, 3, -1)), True, g)
+    assert np.array_equal(t2.numpy().ravel(), t[:k]) and np.array_equal(R2.numpy().ravel(), R[:k])
 
 
 @pytest.mark.parametrize("f", ROOT_FORMATS, ids=lambda f: f.name)
