@@ -33,9 +33,9 @@ The rule, and why:
   x / scale carrying their exact remainder), and ``block_scaled_matmul`` /
   ``recipe_matmul`` (``floatfmt.recipes``: their steps through those entries).
   Functions, formats or options that have no device implementation yet (stochastic
-  rounding of a tensor-core product's operands, ``calibration="mse"``, and
-  ``sqrt`` under stochastic rounding in fp64 and other formats whose products do
-  not fit float64; every other op, sum and product runs in them) raise
+  rounding of a tensor-core product's operands, and ``sqrt`` under stochastic
+  rounding in fp64 and other formats whose products do not fit float64; every other
+  op, sum and product runs in them; ``calibration="mse"`` runs too) raise
   ``NotImplementedError`` naming the function and the device, never a silent copy
   to the host and back.
 * The device code is proven equal to the numpy kernels on CPU tensors: inside

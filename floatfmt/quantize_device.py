@@ -8,9 +8,9 @@ element for element.  Every scheme of the numpy path is here, with its rules rea
 from the same places (``floatfmt.quantization.plan_quantize`` checks the options,
 ``floatfmt.tensorscale`` / ``groupscale`` / ``blockscale`` state the scale rules):
 
-* integers and floats per tensor / per channel (calibration ``"max"`` and
-  ``"percentile"``; a given scale and zero point; ``pow2_scale``, ``margin``,
-  ``narrow_range``, every overflow policy), group-wise and 2-D blocks;
+* integers and floats per tensor / per channel (calibration ``"max"``,
+  ``"percentile"`` and ``"mse"``; a given scale and zero point; ``pow2_scale``,
+  ``margin``, ``narrow_range``, every overflow policy), group-wise and 2-D blocks;
 * OCP MX (every ``scale_rounding``) and NVFP4.
 
 Every rounding is the one rounding routine's (``rounding.round_values`` on tensors):
@@ -28,10 +28,17 @@ truncated toward zero with their exact remainder ``resid`` (``exact_quotient`` w
 between its neighbours rounds away with probability p.  MX, ``pow2_scale=True`` and a
 scale of 1 give exact quotients (no remainder).
 
+``calibration="mse"`` tries the same 40 candidate ranges as numpy
+(``tensorscale.MSE_GRID``), fake-quantises with each by the rules here, and scores
+each by its squared errors d * d (d = xq - x, float64) summed exactly
+(``exact_device.exact_sum``) and rounded once: the score does not depend on the
+order of summation, so every device picks numpy's range (the first smallest).
+Under stochastic rounding the search and the final rounding draw from one
+generator (an int seed makes one), so the range depends on the draws.
+
 Not on the device (NotImplementedError naming the function and the device, never a
-host copy): ``calibration="mse"`` (its error sums would have to follow numpy's
-summation order to pick the same clip range) and a quotient rounded to a format
-reaching beyond 2**+-990 (fp64 and wide custom formats, with a scale other than 1).
+host copy): a quotient rounded to a format reaching beyond 2**+-990 (fp64 and wide
+custom formats, with a scale other than 1).
 """
 
 from __future__ import annotations
