@@ -41,6 +41,8 @@ host copy): a quotient rounded to a format reaching beyond 2**+-990 (fp64 and wi
 custom formats, with a scale other than 1).
 """
 
+# size: the device form of quantization's schemes (per tensor / channel with every
+# calibration, tiled, MX, NVFP4) shares the private scale rules and exact quotients here
 from __future__ import annotations
 
 from dataclasses import replace

@@ -172,8 +172,9 @@ def squared_error_sums(xq, v, axis):
     >>> float(squared_error_sums(np.array([1.0, 2.0**-60, 3.0]), np.zeros(3), None))
     10.0
     """
-    d = np.subtract(xq, v, dtype=np.float64)
-    d *= d
+    with np.errstate(over="ignore", invalid="ignore"):  # Inf and NaN are the defined results there
+        d = np.subtract(xq, v, dtype=np.float64)
+        d *= d
     if axis is None:
         return exact_sums(d.reshape(-1, 1)).reshape(())
     return channel_layout(exact_sums(np.moveaxis(d, axis, -1).reshape(-1, d.shape[axis])), v, axis)
@@ -191,10 +192,11 @@ def exact_sums(T):
     Inf gives it; an exact zero is -0 only when every term is -0; a finite sum past the
     float64 range rounds to Inf.
 
-    Each finite term is M * 2**(e - 53) (``frexp``; M an integer below 2**53).  Its two
-    pieces ``M >> 27`` and ``M & (2**27 - 1)`` are added per column and exponent e by a
-    float64 ``bincount`` (integers below 2**52: exact in any order); the bins of a
-    column then become one Python integer (``sum_e (H_e 2**27 + L_e) 2**(e - emin)``),
+    Each finite term is M * 2**(e - 1075) (from its bits: M a signed integer below
+    2**53, e the exponent field, 1 for subnormals).  The two pieces ``M >> 27`` and
+    ``M & (2**27 - 1)`` are added per column and exponent e by a float64 ``bincount``
+    (integers below 2**52: exact in any order); the bins of a column then become one
+    Python integer (``sum_e (H_e 2**27 + L_e) 2**(e - emin)``),
     which ``eft.int_to_sticky`` and the one rounding routine round to float64.  Work
     and memory grow with n x m plus (distinct exponents) x m, not with the span of the
     values' exponents.
@@ -208,8 +210,12 @@ def exact_sums(T):
     n, m = T.shape
     fin = np.isfinite(T)
     X = T if fin.all() else np.where(fin, T, 0.0)
-    mant, ex = np.frexp(X)
-    M = (mant * 2.0 ** 53).astype(np.int64)  # exact: X = M * 2**(ex - 53)
+    bits = np.ascontiguousarray(X).view(np.int64)
+    E = (bits >> 52) & 0x7FF  # biased exponent field; 0 for zeros and subnormals
+    M = bits & ((1 << 52) - 1)
+    M = np.where(E > 0, M | (1 << 52), M)
+    M = np.where(bits < 0, -M, M)  # exact: X = M * 2**(ex - 1075), ex = max(E, 1)
+    ex = np.maximum(E, 1)
     nz = M != 0
     t = np.zeros(m)
     cls = np.zeros(m, np.uint8)
@@ -225,12 +231,12 @@ def exact_sums(T):
         for c0 in range(0, m, step):
             c1 = min(m, c0 + step)
             H, L = _bin_sums(M[:, c0:c1], B[:, c0:c1], K)
-            total = np.zeros(c1 - c0, object)  # Python integers, in units of 2**(emin - 53)
+            total = np.zeros(c1 - c0, object)  # Python integers, in units of 2**(emin - 1075)
             for k in range(K):
                 sh = int(pos[k])
                 total += (H[k].astype(object) << (sh + _LOW)) + (L[k].astype(object) << sh)
             for j in range(c1 - c0):
-                t[c0 + j], cls[c0 + j] = int_to_sticky(int(total[j]), emin - 53)
+                t[c0 + j], cls[c0 + j] = int_to_sticky(int(total[j]), emin - 1075)
     out = round_values(t, _FP64, "nearest_even", sticky=cls)
     if not fin.all():
         pinf, ninf = np.isposinf(T).any(0), np.isneginf(T).any(0)
