@@ -19,8 +19,9 @@ The rule, and why:
   first (exact; the data is already on the host).
 * **Tensors on another device (CUDA)** run code written once over the array
   namespace (``floatfmt._xp``) with torch ops on that device: the rounding
-  routine's general implementation (``cast``, ``encode``, ``decode`` and the
-  rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
+  routine's general implementation (``cast``, ``encode``, ``decode``,
+  ``next_up``, ``next_down``, ``ulp``, ``pack`` and ``unpack`` on CPU tensors only,
+  and the rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
   (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``,
   formats up to fp32, every rounding mode, stochastic ones included), ``sum`` in
   every order and ``dot`` / ``matmul`` without a model in every order
