@@ -196,7 +196,7 @@ def exact_sums(T):
     2**53, e the exponent field, 1 for subnormals).  The two pieces ``M >> 27`` and
     ``M & (2**27 - 1)`` are added per column and exponent e by a float64 ``bincount``
     (integers below 2**52: exact in any order); the bins of a column then become one
-    Python integer (``sum_e (H_e 2**27 + L_e) 2**(e - emin)``),
+    Python integer (``sum_e (H_e 2**27 + L_e) 2**(e - emin)``, through 16-bit limbs),
     which ``eft.int_to_sticky`` and the one rounding routine round to float64.  Work
     and memory grow with n x m plus (distinct exponents) x m, not with the span of the
     values' exponents.
@@ -231,12 +231,8 @@ def exact_sums(T):
         for c0 in range(0, m, step):
             c1 = min(m, c0 + step)
             H, L = _bin_sums(M[:, c0:c1], B[:, c0:c1], K)
-            total = np.zeros(c1 - c0, object)  # Python integers, in units of 2**(emin - 1075)
-            for k in range(K):
-                sh = int(pos[k])
-                total += (H[k].astype(object) << (sh + _LOW)) + (L[k].astype(object) << sh)
-            for j in range(c1 - c0):
-                t[c0 + j], cls[c0 + j] = int_to_sticky(int(total[j]), emin - 1075)
+            for j, total in enumerate(_column_ints(H, L, pos)):  # in units of 2**(emin - 1075)
+                t[c0 + j], cls[c0 + j] = int_to_sticky(total, emin - 1075)
     out = round_values(t, _FP64, "nearest_even", sticky=cls)
     if not fin.all():
         pinf, ninf = np.isposinf(T).any(0), np.isneginf(T).any(0)
@@ -244,6 +240,39 @@ def exact_sums(T):
                        np.where(pinf, np.inf, np.where(ninf, -np.inf, out)))
     neg0 = ((T == 0) & np.signbit(T)).all(0) & (n > 0)
     return np.where(neg0, -0.0, out)
+
+
+def _column_ints(H, L, pos):
+    """Per column, the Python integer sum_k H[k] 2**(pos[k] + 27) + L[k] 2**pos[k]
+    (|H|, |L| < 2**52): each bin cut into 16-bit pieces added into int64 limbs of 16
+    bits (a limb gets fewer than 2**14 pieces below 2**32: no overflow), carries
+    propagated, and each column's limbs read as one integer."""
+    K, m = H.shape
+    nl = (int(pos[-1]) + _LOW + 52 + 16) // 16 + 3  # room for the top bin and the carries
+    limbs = np.zeros((nl, m), np.int64)
+    for k in range(K):
+        for V, at in ((H[k], int(pos[k]) + _LOW), (L[k], int(pos[k]))):
+            li, sh = divmod(at, 16)
+            for j in range(4):  # V = sum_j piece_j 2**(16 j); the top piece keeps the sign
+                piece = (V >> (16 * j)) & 0xFFFF if j < 3 else V >> 48
+                limbs[li + j] += piece << sh
+    neg = _carry16(limbs)[-1] < 0
+    if neg.any():
+        limbs[:, neg] = -limbs[:, neg]
+        _carry16(limbs)
+    raw = np.ascontiguousarray(limbs.T).astype("<u2").tobytes()  # each limb now 0..65535
+    w = 2 * nl
+    return [(-1 if neg[j] else 1) * int.from_bytes(raw[j * w:(j + 1) * w], "little")
+            for j in range(m)]
+
+
+def _carry16(limbs):
+    """Carries up (floor shifts): every limb but the top one in 0..65535."""
+    for i in range(limbs.shape[0] - 1):
+        c = limbs[i] >> 16
+        limbs[i] -= c << 16
+        limbs[i + 1] += c
+    return limbs
 
 
 def _bin_sums(M, B, K):
