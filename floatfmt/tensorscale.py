@@ -22,7 +22,7 @@ from .quotients import remainder_kwargs, scaled_quotient
 from .eft import int_to_sticky
 from .rounding import round_values
 
-__all__ = ["CALIBRATIONS", "MSE_GRID"]
+__all__ = ["CALIBRATIONS"]
 
 #: Calibration methods for integer and per-tensor float scales.
 CALIBRATIONS = ("max", "percentile", "mse")
