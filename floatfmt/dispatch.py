@@ -33,10 +33,9 @@ The rule, and why:
   ``floatfmt.quantized_device``; stochastic rounding too, inexact quotients
   x / scale carrying their exact remainder), and ``block_scaled_matmul`` /
   ``recipe_matmul`` (``floatfmt.recipes``: their steps through those entries).
-  Functions, formats or options that have no device implementation yet (stochastic
-  rounding of a tensor-core product's operands, and ``sqrt`` under stochastic
-  rounding in fp64 and other formats whose products do not fit float64; every other
-  op, sum and product runs in them; ``calibration="mse"`` runs too) raise
+  Functions, formats or options that have no device implementation yet (``sqrt``
+  under stochastic rounding in fp64 and other formats whose products do not fit
+  float64; every other op, sum and product runs in them) raise
   ``NotImplementedError`` naming the function and the device, never a silent copy
   to the host and back.
 * The device code is proven equal to the numpy kernels on CPU tensors: inside
@@ -55,10 +54,12 @@ seed), on CPU as on CUDA.  The arithmetic, sums and products on CPU tensors draw
 from numpy (an int seed or a numpy Generator, as for numpy arrays); on CUDA (and
 under ``force_namespace``) from a ``torch.Generator`` on the device or an int seed,
 one generator per call for the operands' casts and every rounding, with the exact
-remainder handed to the one rounding routine (``ops_device``).  The two streams
+remainder handed to the one rounding routine (``ops_device``; tensor-core products:
+the operands' casts, the epilogue and ``out_fmt`` in the order that
+``floatfmt.tensorcore_device`` states).  The two streams
 differ, so a seed gives different bits on the two paths; the rule (the probability
 of each neighbour, ``sr_bits``) is the same, and given the same random numbers so
-are the bits (tests/test_torch_sr.py).
+are the bits (tests/test_torch_sr.py, tests/test_torch_tensorcore_sr.py).
 
 Autograd: ``cast`` and ``floatfmt.torch.fake_quant`` attach a straight-through
 gradient (see their docstrings); so do ``ff.fake_quant`` and
