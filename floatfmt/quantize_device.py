@@ -8,17 +8,20 @@ element for element.  Every scheme of the numpy path is here, with its rules rea
 from the same places (``floatfmt.quantization.plan_quantize`` checks the options,
 ``floatfmt.tensorscale`` / ``groupscale`` / ``blockscale`` state the scale rules):
 
-* integers and floats per tensor / per channel (calibration ``"max"`` and
-  ``"percentile"``; a given scale and zero point; ``pow2_scale``, ``margin``,
-  ``narrow_range``, every overflow policy), group-wise and 2-D blocks;
+* integers and floats per tensor / per channel (calibration ``"max"``,
+  ``"percentile"`` and ``"mse"``; a given scale and zero point; ``pow2_scale``,
+  ``margin``, ``narrow_range``, every overflow policy), group-wise and 2-D blocks;
 * OCP MX (every ``scale_rounding``) and NVFP4.
 
 Every rounding is the one rounding routine's (``rounding.round_values`` on tensors):
 the fp32 scales, the zero points, and each quotient ``x / scale``, which is handed to
 it as the float64 quotient truncated toward zero plus its remainder class
-(``exact_quotient``: both operands scaled into [0.5, 1) by powers of two, the quotient
-q = fl(a / b) and the sign of the exact residual a - q b from Dekker's TwoProd).  As on
-numpy, a call whose scales are all powers of two divides directly.
+(``exact_quotient``, through ``ops_device.wide_quotient``: the operands' frexp
+mantissas' quotient q = fl(a / b) placed by the sign of the exact residual a - q b from
+Dekker's TwoProd, scaled back exactly, subnormal quotients and ones past the float64
+range included, so every element format, fp64 and wide custom ones too, gets the
+quotient rounded once).  As on numpy, a call whose scales are all powers of two and
+quotients all normal divides directly.
 
 Stochastic rounding draws from a ``torch.Generator`` (or an int seed) on the device,
 for every scheme.  Quotients that float64 does not hold (scales that are not powers
@@ -28,14 +31,22 @@ truncated toward zero with their exact remainder ``resid`` (``exact_quotient`` w
 between its neighbours rounds away with probability p.  MX, ``pow2_scale=True`` and a
 scale of 1 give exact quotients (no remainder).
 
-Not on the device (NotImplementedError naming the function and the device, never a
-host copy): ``calibration="mse"`` (its error sums would have to follow numpy's
-summation order to pick the same clip range) and a quotient rounded to a format
-reaching beyond 2**+-990 (fp64 and wide custom formats, with a scale other than 1).
+``calibration="mse"`` tries the same 40 candidate ranges as numpy
+(``tensorscale.MSE_GRID``), fake-quantises with each by the rules here, and scores
+each by its squared errors d * d (d = xq - x, float64) summed exactly
+(``exact_device.exact_sum``) and rounded once: the score does not depend on the
+order of summation, so every device picks numpy's range (the first smallest).
+Under stochastic rounding the search and the final rounding draw from one
+generator (an int seed makes one), so the range depends on the draws.
+
+Every option of the numpy path runs here; nothing is copied to the host.
 """
 
+# size: the device form of quantization's schemes (per tensor / channel with every
+# calibration, tiled, MX, NVFP4) shares the private scale rules and exact quotients here
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -45,17 +56,18 @@ from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
 from .blockscale import SCALE_ROUNDINGS, nvfp4_tensor_scale
 from .codec import values_to_codes
-from .exact_device import two_prod_error
+from .exact_device import exact_sum
 from .groupscale import tiled_layout
 from .ops_device import wide_quotient
 from .quantized import QuantizedTensor, choose, normalize_axis, width
 from .quantized_device import expand_tiles
 from .rounding import STOCHASTIC, round_values
-from .tensorscale import WIDE_INT, reduce_axes
+from .tensorscale import MSE_GRID, WIDE_INT, reduce_axes
 
 __all__ = ["device_quantize", "exact_quotient"]
 
 _FP32 = get_format("fp32")
+_FP64 = get_format("fp64")
 _INT53 = Format("int53", kind="int", bits=53)  # round(x / scale) before the clamp (as tensorscale)
 
 
@@ -89,64 +101,34 @@ def _rounded_by_scaling(v: Any, y: Any, t: Any) -> Any:
 
 
 def exact_quotient(v: Any, s: Any, fine: bool = False) -> tuple[Any, Any]:
-    """The exact quotients ``v / s`` (float64 tensors, s > 0 finite, broadcast) as
-    (float64 truncated toward zero, uint8 remainder class 0..3, or None when every
-    scale is a power of two and every quotient a normal float64 number or zero from a
-    zero: then the float64 quotient, as on numpy).
+    """The exact quotients ``v / s`` (float64 tensors, s > 0 finite, broadcast) of any
+    magnitude as (float64 truncated toward zero, uint8 remainder class 0..3), or with
+    ``fine`` (stochastic rounding) (float64 truncated toward zero, int64 ``resid``:
+    2**54 times the remainder in units of the truncated value's float64 ulp, rounded
+    to odd; ``rounding.round_values``' ``resid``).  Both are those of
+    ``eft.exact_quotient(v, s, fine)`` on numpy, computed by
+    ``ops_device.wide_quotient``: the frexp mantissas' quotient placed by the sign of
+    its exact residual (Dekker's TwoProd), scaled back by the exponent difference; a
+    subnormal quotient truncated to a multiple of 2**-1074 with the class (or resid) of
+    every bit below, one past the float64 range +-Inf with class 3
+    (``exact_device.R_PAST``), which rounds as the finite value it stands for.
 
-    ``fine`` (stochastic rounding): the int64 remainder ``resid`` instead of the class
-    (2**54 times the remainder in units of the truncated value's float64 ulp, rounded
-    to odd; ``rounding.round_values``' ``resid``), that of ``eft.exact_quotient(v, s,
-    fine=True)`` for quotients of any magnitude: ``ops_device.wide_quotient`` (subnormal
-    quotients truncated to a multiple of 2**-1074, ones past the float64 range +-Inf
-    with ``exact_device.R_PAST``).  Still None in the power-of-two case above.
-
-    Otherwise:
-
-    a = v 2**-ev and b = s 2**-es lie in [0.5, 1); q = fl(a / b) and the exact residual
-    a - q b (TwoProd) place a / b beyond q (class 1) or short of it (the next float64
-    toward zero, class 3).  Scaled back by 2**(ev - es), exactly while the exponent
-    change stays within +-1000; past that the quotient is a signed zero (below
-    2**-999) or +-2**1000 (above 2**999) with class 1: a hair beyond, which rounds as
-    the exact value for every format whose range lies within 2**+-990."""
+    When every scale is a power of two and every quotient a normal float64 number or a
+    zero from a zero, the float64 quotient is exact: it is returned with None (as on
+    numpy)."""
     xp = namespace(v)
     t = xp.t
     v, s = t.broadcast_tensors(v, s)
     d = v / s
     if _all_pow2(s, t) and not bool(_rounded_by_scaling(v, d, t).any()):
         return d, None  # a normal float64 quotient by a power of two is exact
-    if fine:
-        return wide_quotient(v, s, fine=True)
-    fin = t.isfinite(v) & (v != 0)
-    one = t.ones((), dtype=t.float64, device=v.device)
-    vs = t.where(fin, v, one)
-    ev, es = _exponent(vs, t), _exponent(s, t)
-    a, b = xp.ldexp(vs, -ev), xp.ldexp(s, -es)
-    q = a / b
-    p = q * b
-    r = (a - p) - two_prod_error(q, b, p)
-    inexact = fin & (r != 0)
-    beyond = (r > 0) == (q > 0)
-    tq = t.where(inexact & ~beyond, t.nextafter(q, t.zeros_like(q)), q)
-    k = ev - es
-    tiny, huge = fin & (k < -1000), fin & (k > 1000)
-    tq = xp.ldexp(tq, t.where(tiny | huge, 0, k))
-    tq = t.where(tiny, t.copysign(t.zeros_like(v), v), t.where(huge, t.copysign(2.0 ** 1000 * one, v), tq))
-    cls = t.where(inexact, t.where(beyond, 1, 3), 0)
-    cls = t.where(tiny | huge, 1, cls).to(t.uint8)
-    return t.where(fin, tq, d), cls
-
-
-def _check_target(f: Format, name: str, device: Any) -> None:
-    if f.kind == "float" and (f.emin - f.mbits < -990 or f.emax > 990):
-        raise _no(f"rounding a quotient x / scale to {f.name} (its range reaches past 2**+-990)",
-                  device, name)
+    return wide_quotient(v, s, fine)
 
 
 def _round_quotients(v: Any, s: Any, f: Format, mode: str, overflow: Any, rng: Any) -> Any:
-    """round(v / s) to f, the quotient rounded once (``tensorscale`` on the device);
-    stochastic modes hand the routine the quotient's exact remainder (``resid``)."""
-    _check_target(f, "quantize", v.device)
+    """round(v / s) to f, the quotient rounded once (``tensorscale`` on the device), for
+    every format (fp64 included: quotients of any magnitude are exact); stochastic
+    modes hand the routine the quotient's exact remainder (``resid``)."""
     if mode in STOCHASTIC:
         y, resid = exact_quotient(v, s, fine=True)
         return round_values(y, f, mode, overflow, rng=rng, resid=resid)
@@ -294,9 +276,9 @@ def device_quantize(x: Any, p: Any, fake: bool, name: str) -> Any:
     if p.kind == "nvfp4":
         q = _nvfp4(v, p)
         return _fake_of(q, fake)
-    if p.calibration == "mse":
-        raise _no("calibration='mse' (its error sums follow numpy's summation order)",
-                  v.device, name)
+    if p.calibration == "mse" and p.mode in STOCHASTIC:
+        # one generator for the search's roundings and the final one (an int seed once)
+        p = replace(p, options={**p.options, "rng": xp.generator(p.options["rng"], v)})
     f = p.f
     if p.tiled:
         return _fake_of(_tiled(v, p), fake)
@@ -362,7 +344,7 @@ def _int(v: Any, p: Any, ax: Any) -> QuantizedTensor:
     else:
         if scale is not None and scale != "amax":
             raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
-        lo, hi = _range(v, p.granularity, ax, p.calibration, o["percentile"], p.symmetric)
+        lo, hi = _calibrate(v, p, ax, p.symmetric)
         sc, zp, qmin, qmax = _int_params(lo, hi, f, p.symmetric, p.narrow_range, bool(o["pow2_scale"]))
         if p.margin:
             sc = _fp32_scale(_tensor(sc, v) * 2.0 ** p.margin, bool(o["pow2_scale"]))
@@ -380,7 +362,7 @@ def _float(v: Any, p: Any, ax: Any) -> QuantizedTensor:
     if isinstance(scale, str):
         if scale != "amax":
             raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
-        _, hi = _range(v, p.granularity, ax, p.calibration, o["percentile"], True)
+        _, hi = _calibrate(v, p, ax, True)
         sc = _fp32_scale(hi * 2.0 ** p.margin / f.max, bool(o["pow2_scale"]))
     else:
         sc = _given_scale(scale, v, ax)
@@ -389,6 +371,59 @@ def _float(v: Any, p: Any, ax: Any) -> QuantizedTensor:
     else:
         r = _round_quotients(v, _tensor(sc, v), f, p.mode, o["overflow"], _rng(p))
     return QuantizedTensor(r, sc, 0, f.name, f, p.granularity, ax, scheme="symmetric")
+
+
+# ------------------------------------------------------------------ calibration "mse"
+def _calibrate(v: Any, p: Any, ax: Any, symmetric: bool) -> tuple[Any, Any]:
+    """(lo, hi) by the plan's calibration (``quantization._ScaleRule.range``)."""
+    if p.calibration == "mse":
+        return _mse_range(v, p, ax, symmetric)
+    return _range(v, p.granularity, ax, p.calibration, p.options["percentile"], symmetric)
+
+
+def _mse_range(v: Any, p: Any, ax: Any, symmetric: bool) -> tuple[Any, Any]:
+    """``tensorscale.mse_range`` on the device: the candidates ``(lo * t, hi * t)`` for t
+    in ``MSE_GRID`` in order, each fake-quantised by this module's own rules and scored
+    by its exact sum of squared errors (``_squared_error_sums``); the first smallest wins."""
+    t = namespace(v).t
+    lo0, hi0 = _range(v, p.granularity, ax, "max", None, symmetric)
+    if v.numel() == 0:
+        return lo0, hi0
+    best: Any = None
+    for c in MSE_GRID:
+        lo, hi = lo0 * c, hi0 * c
+        err = _squared_error_sums(_fake_range(v, p, lo, hi, symmetric), v, ax)
+        if best is None:
+            best = (err, lo, hi)
+        else:
+            better = err < best[0]
+            best = tuple(t.where(better, new, old) for new, old in zip((err, lo, hi), best))
+    return best[1], best[2]
+
+
+def _fake_range(v: Any, p: Any, lo: Any, hi: Any, symmetric: bool) -> Any:
+    """``tensorscale._fake_with_range``: v fake-quantised with the range (lo, hi) (no
+    margin; floats saturate), float64."""
+    t = namespace(v).t
+    f, pow2 = p.f, bool(p.options["pow2_scale"])
+    if f.kind == "int":
+        sc, zp, qmin, qmax = _int_params(lo, hi, f, symmetric, p.narrow_range, pow2)
+        return (_int_codes(v, sc, zp, qmin, qmax, p.mode, _rng(p)) - zp) * sc
+    sc = _fp32_scale(t.maximum(lo.abs(), hi.abs()) / f.max, pow2)
+    if not is_tensor(sc) and sc == 1.0:
+        return round_values(v, f, p.mode, "saturate", rng=_rng(p))
+    return _round_quotients(v, _tensor(sc, v), f, p.mode, "saturate", _rng(p)) * sc
+
+
+def _squared_error_sums(xq: Any, v: Any, ax: Any) -> Any:
+    """``tensorscale.squared_error_sums``: d * d (d = xq - v, float64) summed exactly over
+    every axis but ``ax`` (all: None) and rounded once to float64 (nearest even)."""
+    d = xq - v
+    d = d * d
+    T = d.reshape(-1, 1) if ax is None else d.movedim(ax, -1).reshape(-1, d.shape[ax])
+    s, cls = exact_sum(T, "nearest_even")
+    s = round_values(s, _FP64, "nearest_even", sticky=cls)
+    return s.reshape(()) if ax is None else _layout(s, v, ax)
 
 
 # ------------------------------------------------------------------ group / 2-D blocks
