@@ -325,6 +325,13 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws
                                  and not (code_parity and mode == "nearest_even")):
         n = {"nearest_even": xp.rint, "toward_zero": xp.trunc, "up": xp.ceil,
              "down": xp.floor}[mode](y)
+    elif (mode == "odd" and sticky is None and not code_parity and q is not None
+          and fmt.mbits - fmt.emin >= 1):
+        # the odd one of floor(y) and ceil(y) (y itself when an integer) is
+        # floor(y/2) + ceil(y/2); y/2 is exact: y = x * 2**(mbits - ee) is at least 2**mbits
+        # where ee is x's own exponent, and x scaled up by 2**(mbits - emin) >= 2 elsewhere
+        h = y * 0.5
+        n = xp.floor(h) + xp.ceil(h)
     else:
         t = xp.trunc(y)
         rand = None
@@ -384,32 +391,47 @@ def _overflow(r, x, mode, policy, sticky, limit, xp=NUMPY, has_inf=True, odd_inf
     when the mode does not round outward: toward zero, odd unless Inf's code is odd,
     and ``up`` / ``down`` on their inward side), else +-special (Inf for ``inf`` and
     ``satnone``, NaN for ``nan``; Inf inputs under ``propagate`` keep their Inf), the
-    sign of the rounded value kept.  A few whole-array passes and no host sync on a
-    device (``xp.some``).  Where every element past the limit becomes +-Inf (modes that
-    round outward, ``inf`` policy) and ``fold`` is given, two exact scalings do it:
-    r * 2**fold overflows the double exactly where |r| > limit (r is on the grid)."""
+    sign of the rounded value kept.
+
+    A few whole-array passes, and no host sync on a device: a clip; where every element
+    past the limit becomes +-Inf and ``fold`` is given, two exact scalings (r * 2**fold
+    overflows the double exactly where |r| > limit: r is on the grid); without a sticky
+    part, Inf inputs are already +-Inf in r and a finite input rounded inward is finite,
+    so a one-sided clip and two selections do the directed modes."""
     if policy == "saturate" or (policy in ("propagate", "satnone") and not has_inf):
         return xp.clip(r, -limit, limit)  # NaN stays NaN
-    outward = mode in STOCHASTIC or mode in ("nearest_even", "nearest_away") or (
-        mode == "odd" and policy == "satnone" and odd_inf)
-    if fold is not None and outward and policy in ("inf", "satnone") and has_inf:
-        return (r * 2.0 ** fold) * 2.0 ** -fold
+    if xp is NUMPY and not (np.abs(r) > limit).any():
+        return r  # host arrays: a cheap look saves the passes when nothing overflows
+    if policy == "propagate":  # Inf inputs stay Inf, finite overflow saturates
+        finite_in = xp.isfinite(x) if sticky is None else xp.isfinite(x) | (sticky != 0)
+        return xp.where((xp.abs(r) > limit) & finite_in, xp.signed(limit, r), r)
+    inf_special = policy == "inf" or policy == "satnone"
+    special = np.inf if inf_special else np.nan
+    if mode in STOCHASTIC or mode in ("nearest_even", "nearest_away") or (
+            mode == "odd" and policy == "satnone" and odd_inf):  # they round outward
+        if fold is not None and inf_special:
+            return (r * 2.0 ** fold) * 2.0 ** -fold
+        return xp.where(xp.abs(r) > limit, xp.signed(special, r), r)
+    if sticky is None:
+        neg_special = float(np.copysign(special, -1.0))
+        if mode == "up":  # outward above: +special; inward below: -limit, -Inf input -special
+            r2 = xp.where(r > limit, special, xp.clip(r, -limit, None))
+            return xp.where(r == -np.inf, neg_special, r2)
+        if mode == "down":
+            r2 = xp.where(r < -limit, neg_special, xp.clip(r, None, limit))
+            return xp.where(r == np.inf, special, r2)
+        # toward zero, odd: +-limit, an Inf input +-special
+        return xp.where(xp.isinf(r), r if inf_special else xp.signed(special, r),
+                        xp.clip(r, -limit, limit))
     big = xp.abs(r) > limit
-    if not xp.some(big):
-        return r
     finite_in = xp.isfinite(x) if sticky is None else xp.isfinite(x) | (sticky != 0)
     lim = xp.signed(limit, r)  # +-limit with r's sign
-    if policy == "propagate":  # Inf inputs stay Inf, finite overflow saturates
-        return xp.where(big & finite_in, lim, r)
-    special = xp.signed(np.inf if policy in ("inf", "satnone") else np.nan, r)
-    if outward:
-        return xp.where(big, special, r)
     sat = finite_in  # toward zero, odd: +-limit for finite inputs
     if mode == "up":  # outward on the positive side only
         sat = sat & xp.signbit(r)
     elif mode == "down":
         sat = sat & ~xp.signbit(r)
-    return xp.where(big, xp.where(sat, lim, special), r)
+    return xp.where(big, xp.where(sat, lim, xp.signed(special, r)), r)
 
 
 def _int_finish(r, fmt, policy, xp=NUMPY):
