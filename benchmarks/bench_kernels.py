@@ -175,7 +175,7 @@ def cast_table(a) -> None:
 
 
 def matmul_table(a) -> None:
-    print(f"\nff.matmul(a, b, 'bf16', model='h100') under force_namespace (L = 16: K / 16 steps)")
+    print("\nff.matmul(a, b, 'bf16', model='h100') under force_namespace (L = 16: K / 16 steps)")
     rows = []
     for s in a.matmul_sizes:
         rng = np.random.default_rng(1)
