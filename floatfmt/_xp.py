@@ -16,6 +16,7 @@ would otherwise make float32 from two Python scalars).
 
 from __future__ import annotations
 
+import struct
 import sys
 
 import numpy as np
@@ -124,7 +125,7 @@ class _Torch:
     def const(self, v: float, like):
         """v as a 0-d float64 tensor on like's device, made once per (value, device): a
         broadcast operand that costs no kernel (a fresh one is a fill kernel per call)."""
-        key = (repr(float(v)), str(like.device))
+        key = (struct.pack("<d", float(v)), str(like.device))  # bits: -NaN is not NaN
         c = self._consts.get(key)
         if c is None:
             c = self._consts[key] = self.t.full((), float(v), dtype=self.t.float64,
@@ -247,13 +248,20 @@ class _Torch:
         Float dtypes (float64/32/16, bfloat16, the float8 types) convert exactly;
         bool and integer tensors convert when every value is at most 2**53 in
         magnitude (else ValueError: float64 cannot hold them); complex and other
-        dtypes raise TypeError."""
+        dtypes raise TypeError.  A float8 NaN becomes the float64 NaN that ml_dtypes
+        (the numpy path's intake) gives for the same code: the quiet NaN 0x7FF8... with
+        the code's sign, negative for the fnuz types' only NaN (code 0x80)."""
         t = self.t
         if x.is_complex():
             raise TypeError(f"complex tensors are not supported (got {x.dtype}); "
                             "give a real floating-point, integer or bool tensor")
         if x.is_floating_point():
-            return x.detach().to(t.float64), x.dtype
+            v = x.detach().to(t.float64)
+            if x.element_size() == 1:  # float8: torch keeps payloads and gives fnuz's NaN +
+                nan = (self.const(-np.nan, v) if "fnuz" in str(x.dtype)
+                       else t.copysign(self.const(np.nan, v), v))
+                v = t.where(t.isnan(v), nan, v)
+            return v, x.dtype
         if x.dtype == t.bool or x.dtype in (t.int8, t.uint8, t.int16, t.int32):
             return x.detach().to(t.float64), None
         if x.dtype == t.int64:

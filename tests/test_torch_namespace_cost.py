@@ -111,3 +111,22 @@ def test_isfinite_and_signed_match_torch_and_numpy():
         assert np.array_equal(got.view(np.int64), want.view(np.int64)), s
     assert xp.const(2.0, t) is xp.const(2.0, t)  # one 0-d tensor per value and device
     assert xp.copysign(t > 0, t).dtype == torch.float64
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                                  "float8_e5m2fnuz"])
+@pytest.mark.parametrize("forced", [False, True])
+def test_float8_tensor_codes_widen_as_ml_dtypes_does(name, forced):
+    """All 256 codes of a torch float8 tensor give the float64 bits ml_dtypes gives for the
+    same codes (the numpy path's intake), NaN's sign included (the fnuz types' one NaN,
+    code 0x80, is negative there; torch widens it to +NaN): casts and encodes equal."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    codes = np.arange(256, dtype=np.uint8)
+    a = codes.view(getattr(ml_dtypes, name))
+    t = torch.from_numpy(codes).view(getattr(torch, name))
+    with force_namespace(forced):
+        for fmt in ("fp16", "bf16", "fp8_e5m2", "fp32"):
+            assert np.array_equal(ff.encode(t, fmt).numpy(), ff.encode(a, fmt)), fmt
+            got = ff.cast(t, fmt, dtype=torch.float64).numpy()
+            want = ff.cast(a, fmt, dtype=np.float64)
+            assert np.array_equal(got.view(np.int64), want.view(np.int64)), fmt
