@@ -35,6 +35,14 @@ clip ufunc, reductions to skip work per chunk) that have no portable torch
 form, and a second statement of the rule in torch ops would be a second
 rounding routine.  tests/test_torch.py shows the namespace (device) path equal to
 the numpy path (fast and general) bit for bit on every format, mode and policy.
+
+What a GPU pays for the namespace code is one kernel per array operation and the
+bytes each moves, so ``_general_chunk`` keeps both few (``benchmarks/bench_kernels.py``
+counts them): the scales are built in the exponent field's place, masks are made
+only for the modes that read them, overflow is a clip, two exact scalings (``_fold``)
+or one selection, and nothing is read back to the host (``xp.some`` answers True on
+tensors: a ``bool(t.any())`` stalls a GPU and stops ``torch.compile(fullgraph=True)``),
+tests/test_torch_namespace_cost.py checks that for every format, mode and policy.
 """
 
 # size: the one rounding routine: its general path, the fast path that must stay bit-identical
