@@ -154,6 +154,13 @@ class Format:
             raise ValueError("nan='negative_zero' needs a sign bit")
         if self.emax < self.emin:
             raise ValueError("this exponent width leaves no finite binade")
+        if self.emax > 1023 or self.emin < -1022:
+            # floatfmt holds every value of a format as a float64 number, and rounds in
+            # float64's normal binades (a step below float64's is then a float64 step)
+            raise ValueError(
+                f"{self.name}: binades 2**{self.emin} to 2**{self.emax}; a Format's normal "
+                "binades must be float64's (2**-1022 to 2**1023), so that its values are "
+                "float64 numbers: change ebits or bias")
 
     # ----- derived facts (exact) -------------------------------------------------
     @property

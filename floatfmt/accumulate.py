@@ -54,6 +54,7 @@ from .accumulate_device import device_dot, device_matmul, device_sum
 from ._formats import FormatLike
 from ._names import unknown_name
 from ._types import Overflow, RngLike, Values
+from .rounding import STOCHASTIC, make_rng, resolve_mode
 from .threads import block_rng, get_num_threads, limit_threads, run_parts
 from .ops import InFormat, check_invalid, make_ctx, operand_values, zero_signs, fma as _fma, mul as _mul
 
@@ -348,13 +349,14 @@ def _reduce_split(T, actx, order, block, octx):
 
 
 # ---------------------------------------------------------------------------------------------
-def _epilogue(r, alpha, beta, c, actx, octx, rounding, overflow, ftz, daz, rng):
-    """alpha * acc + beta * c in acc_fmt (c cast to the output format first)."""
+def _epilogue(r, alpha, beta, c, actx, octx, rounding, overflow, ftz, daz, rng, sr_bits=None):
+    """alpha * acc + beta * c in acc_fmt (c cast to the output format first); ``rng``:
+    the call's one generator under stochastic rounding, ``sr_bits`` its bits."""
     if alpha is None:
         alpha = 1.0
     if beta is None:  # cuBLAS's beta: 1 when a c is given (c is never silently ignored)
         beta = 0.0 if c is None else 1.0
-    opts = dict(rounding=rounding, overflow=overflow, ftz=ftz, daz=daz, rng=rng)
+    opts = dict(rounding=rounding, overflow=overflow, ftz=ftz, daz=daz, rng=rng, sr_bits=sr_bits)
     if alpha != 1.0:
         r = _mul(alpha, r, actx.fmt, **opts)
     if c is not None and beta != 0.0:
@@ -725,11 +727,16 @@ def _product(kind, a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta, c, bl
         from .tensorcore import tensorcore_product
         a, b = (x._v if isinstance(x, InFormat) else x for x in (a, b))
         acc_name = "fp32" if acc_fmt is None else acc_fmt
+        if resolve_mode(rounding) in STOCHASTIC:
+            rng = make_rng(rng)  # one stream: the operands, the epilogue, out_fmt, in turn
         res, actx_fmt = tensorcore_product(kind, a, b, fmt, model, acc_name, rounding=rounding,
-                                           overflow=overflow, ftz=ftz, daz=daz, rng=rng)
+                                           overflow=overflow, ftz=ftz, daz=daz, rng=rng,
+                                           sr_bits=sr_bits)
         actx = make_ctx(actx_fmt, "nearest_even", None, False, False, None)
-        octx = make_ctx(out_fmt, rounding, overflow, ftz, daz, rng) if out_fmt is not None else actx
-        res = _epilogue(res, alpha, beta, c, actx, octx, rounding, overflow, ftz, daz, rng)
+        octx = make_ctx(out_fmt, rounding, overflow, ftz, daz, rng, sr_bits) \
+            if out_fmt is not None else actx
+        res = _epilogue(res, alpha, beta, c, actx, octx, rounding, overflow, ftz, daz, rng,
+                        sr_bits)
         return _final(res, "sequential", actx, octx, np.ndim(res) == 0)
     ictx, actx, octx = _contexts(fmt, acc_fmt, out_fmt, rounding, overflow, ftz, daz, rng, sr_bits)
     x, y = _prep_pair(a, b, ictx, kind)
@@ -757,7 +764,9 @@ def _product(kind, a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta, c, bl
     if order == "exact":
         # the exact result was already rounded once to the output format
         if alpha != 1.0 or (c is not None and beta != 0.0):
-            res = _epilogue(res, alpha, beta, c, octx, octx, rounding, overflow, ftz, daz, rng)
+            res = _epilogue(res, alpha, beta, c, octx, octx, rounding, overflow, ftz, daz,
+                            ictx.rng, sr_bits)
         return _final(res, "exact", actx, octx, res.ndim == 0)
-    res = _epilogue(res, alpha, beta, c, actx, octx, rounding, overflow, ftz, daz, rng)
+    res = _epilogue(res, alpha, beta, c, actx, octx, rounding, overflow, ftz, daz, ictx.rng,
+                    sr_bits)
     return _final(res, order, actx, octx, res.ndim == 0)

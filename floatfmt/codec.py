@@ -25,7 +25,8 @@ from .rounding import STOCHASTIC, make_rng, resolve_mode
 from .threads import run_blocks
 
 __all__ = ["encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
-           "code_dtype", "values_to_codes", "codes_to_values"]
+           "code_dtype", "values_to_codes", "codes_to_values", "device_next_up",
+           "device_next_down", "device_ulp"]
 
 
 def code_dtype(fmt: Format) -> np.dtype:
@@ -287,9 +288,14 @@ def classify(x: Values, fmt: FormatLike, rounding: str = "nearest_even", **optio
 
     ``options`` are those of ``cast`` (``overflow``, ``ftz``, ``daz``, ``rng``,
     ``sr_bits``, ``dtype``); the input is classified chunk by chunk, so the extra
-    memory stays a few chunks beyond the result.
+    memory stays a few chunks beyond the result.  torch tensors raise TypeError
+    (a tensor holds no strings; classify ``x.cpu().numpy()``).
     """
     fmt = get_format(fmt)
+    if is_tensor(x):
+        raise TypeError("classify returns class names (str), which a torch tensor cannot hold: "
+                        "classify x.cpu().numpy(), or compare ff.cast(x, fmt) with "
+                        "ff.info(fmt).smallest_normal on the tensor's device")
     unknown = sorted(set(options) - set(_CAST_OPTIONS))
     if unknown:
         raise TypeError(f"classify() got an unexpected keyword argument {unknown[0]!r}; "
@@ -320,25 +326,27 @@ _CAST_OPTIONS = {"overflow": None, "ftz": False, "daz": False, "rng": None, "sr_
                  "dtype": None}
 
 
-def _step(r, fmt: Format, up: bool):
+def _step(r, fmt: Format, up: bool, xp=NUMPY):
     """Neighbour one step up (or down) in value of values r that are in ``fmt``."""
     if fmt.kind == "int":
         n = r + (1.0 if up else -1.0)
-        return np.where((n > fmt.max) | (n < fmt.min), np.nan, n)
-    fin = np.isfinite(r)
-    side = np.where(r == 0, 1.0 if up else -1.0, np.sign(np.where(fin, r, 0.0) + np.where(fin, 0.0, r)))
-    mag_code = values_to_codes(np.where(fin, np.abs(r), 0.0), fmt).astype(np.int64)
-    nc = mag_code + np.where((side > 0) == up, 1, -1)
-    mag = codes_to_values(np.clip(nc, 0, fmt.max_code), fmt)
-    mag = np.where(nc > fmt.max_code, np.inf if fmt.inf else np.nan, np.where(nc < 0, np.nan, mag))
+        return xp.where((n > fmt.max) | (n < fmt.min), np.nan, n)
+    fin = xp.isfinite(r)
+    # r's side of zero (up: zero counts as positive, down: as negative; Inf keeps its sign)
+    side = xp.where(r == 0, 1.0 if up else -1.0, xp.copysign(1.0, r))
+    mag = xp.where(fin, xp.abs(r), 0.0)
+    mag_code = _codes(mag, fmt, xp) if xp is not NUMPY else values_to_codes(mag, fmt).astype(np.int64)
+    nc = mag_code + (((side > 0) == up) * 2 - 1)  # +1 away from zero, -1 toward it
+    mag = codes_to_values(xp.clip(nc, 0, fmt.max_code), fmt)
+    mag = xp.where(nc > fmt.max_code, np.inf if fmt.inf else np.nan, xp.where(nc < 0, np.nan, mag))
     out = side * mag
     if not fmt.signed:
-        out = np.where(side < 0, np.nan, out)
+        out = xp.where(side < 0, np.nan, out)
     # Infinities: one step inward gives +-max; outward stays infinite (IEEE nextUp), or
     # is NaN in P3109 formats (section 4.16: nothing compares greater than +Inf).
     outward = np.nan if fmt.rules == "p3109" else r
-    inward = np.where((r > 0) == up, outward, np.copysign(fmt.max, r))
-    return np.where(fin, out, np.where(np.isnan(r), np.nan, inward))
+    inward = xp.where((r > 0) == up, outward, xp.copysign(fmt.max, r))
+    return xp.where(fin, out, xp.where(xp.isnan(r), np.nan, inward))
 
 
 def _neighbour(x, fmt, up: bool):
@@ -350,23 +358,40 @@ def _neighbour(x, fmt, up: bool):
 
 def _neighbour_chunk(ex, fmt: Format, up: bool):
     v = ex.values
-    inexact = np.zeros(v.shape, bool) if ex.sticky is None else ex.sticky != 0
+    xp = namespace(v)
+    inexact = xp.falses(v) if ex.sticky is None else ex.sticky != 0
     r = round_exact(ex, fmt, "up" if up else "down", "inf" if fmt.inf else "saturate")
     exact = (r == v) & ~inexact
-    out = np.where(exact, _step(r, fmt, up), r)
+    out = xp.where(exact, _step(r, fmt, up, xp), r)
     if not fmt.inf:
         # Past the finite range there is nothing further out, and from beyond it the
         # first value met is the end of the range (rounding saturated or gave NaN).
         lo, hi = fmt.min, fmt.max
         above = (v > hi) | ((v == hi) & inexact)
         below = (v < lo) | ((v == lo) & inexact & (lo < 0))
-        out = np.where(above, np.nan if up else hi, np.where(below, lo if up else np.nan, out))
+        out = xp.where(above, np.nan if up else hi, xp.where(below, lo if up else np.nan, out))
     if not fmt.negative_zero:
         out = out + 0.0
     return out
 
 
-@tensor_entry('next_up', ('x',))
+def device_next_up(x: Any, fmt: FormatLike) -> Any:
+    """``next_up`` on a tensor of any device: the numpy path's rule with torch ops there
+    (``floatfmt.dispatch``); a float64 tensor."""
+    return _neighbour_chunk(tensor_exact(x), get_format(fmt), True)
+
+
+def device_next_down(x: Any, fmt: FormatLike) -> Any:
+    """``next_down`` on a tensor of any device (see ``device_next_up``)."""
+    return _neighbour_chunk(tensor_exact(x), get_format(fmt), False)
+
+
+def device_ulp(x: Any, fmt: FormatLike) -> Any:
+    """``ulp`` on a tensor of any device (see ``device_next_up``)."""
+    return _ulp_chunk(tensor_exact(x).values, get_format(fmt))
+
+
+@tensor_entry('next_up', ('x',), device_impl=device_next_up)
 def next_up(x: Values, fmt: FormatLike) -> Values:
     """Smallest value of ``fmt`` strictly greater than ``x`` (+Inf past max, or NaN
     for formats without Inf; +Inf for +Inf, but NaN in the P3109 formats, whose
@@ -378,7 +403,7 @@ def next_up(x: Values, fmt: FormatLike) -> Values:
     return _neighbour(x, fmt, True)
 
 
-@tensor_entry('next_down', ('x',))
+@tensor_entry('next_down', ('x',), device_impl=device_next_down)
 def next_down(x: Values, fmt: FormatLike) -> Values:
     """Largest value of ``fmt`` strictly less than ``x`` (mirror of ``next_up``).
 
@@ -388,7 +413,7 @@ def next_down(x: Values, fmt: FormatLike) -> Values:
     return _neighbour(x, fmt, False)
 
 
-@tensor_entry('ulp', ('x',))
+@tensor_entry('ulp', ('x',), device_impl=device_ulp)
 def ulp(x: Values, fmt: FormatLike) -> Values:
     """Spacing of ``fmt`` at ``|x|``: the gap between the two values of ``fmt``
     that bracket ``|x|`` (for a value of the format, the gap to the next larger
@@ -404,11 +429,17 @@ def ulp(x: Values, fmt: FormatLike) -> Values:
 
 
 def _ulp_chunk(v, fmt: Format):
+    xp = namespace(v)
+    fin = xp.isfinite(v)
     if fmt.kind == "int":
-        return np.where(np.isfinite(v), 1.0, np.nan)
-    _, e = np.frexp(np.abs(v))
-    k = np.maximum(np.where(v == 0, fmt.emin, e - 1), fmt.emin) - fmt.mbits
-    return np.where(np.isfinite(v), np.ldexp(1.0, k), np.nan)
+        return xp.where(fin, 1.0, np.nan)
+    if xp is NUMPY:
+        e = np.frexp(np.abs(v))[1].astype(np.int64)
+    else:
+        e = xp.t.frexp(xp.abs(v))[1].to(xp.t.int64)
+    e = xp.where(v == 0, fmt.emin, e - 1)  # floor(log2|v|)
+    k = xp.where(e < fmt.emin, fmt.emin, e) - fmt.mbits
+    return xp.where(fin, xp.pow2(k), np.nan)
 
 
 def values(fmt: FormatLike) -> np.ndarray:

@@ -19,8 +19,9 @@ The rule, and why:
   first (exact; the data is already on the host).
 * **Tensors on another device (CUDA)** run code written once over the array
   namespace (``floatfmt._xp``) with torch ops on that device: the rounding
-  routine's general implementation (``cast``, ``encode``, ``decode`` and the
-  rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
+  routine's general implementation (``cast``, ``encode``, ``decode``,
+  ``next_up``, ``next_down``, ``ulp``, ``pack`` and ``unpack`` on CPU tensors only,
+  and the rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
   (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``,
   formats up to fp32, every rounding mode, stochastic ones included), ``sum`` in
   every order and ``dot`` / ``matmul`` without a model in every order
@@ -32,8 +33,8 @@ The rule, and why:
   ``floatfmt.quantized_device``; stochastic rounding too, inexact quotients
   x / scale carrying their exact remainder), and ``block_scaled_matmul`` /
   ``recipe_matmul`` (``floatfmt.recipes``: their steps through those entries).
-  Functions, formats or options that have no device implementation yet (stochastic
-  rounding of a tensor-core product's operands, ``calibration="mse"``, and
+  Functions, formats or options that have no device implementation yet
+  (``calibration="mse"``, and
   ``sqrt`` under stochastic rounding in fp64 and other formats whose products do
   not fit float64; every other op, sum and product runs in them) raise
   ``NotImplementedError`` naming the function and the device, never a silent copy
@@ -54,10 +55,12 @@ seed), on CPU as on CUDA.  The arithmetic, sums and products on CPU tensors draw
 from numpy (an int seed or a numpy Generator, as for numpy arrays); on CUDA (and
 under ``force_namespace``) from a ``torch.Generator`` on the device or an int seed,
 one generator per call for the operands' casts and every rounding, with the exact
-remainder handed to the one rounding routine (``ops_device``).  The two streams
+remainder handed to the one rounding routine (``ops_device``; tensor-core products:
+the operands' casts, the epilogue and ``out_fmt`` in the order that
+``floatfmt.tensorcore_device`` states).  The two streams
 differ, so a seed gives different bits on the two paths; the rule (the probability
 of each neighbour, ``sr_bits``) is the same, and given the same random numbers so
-are the bits (tests/test_torch_sr.py).
+are the bits (tests/test_torch_sr.py, tests/test_torch_tensorcore_sr.py).
 
 Autograd: ``cast`` and ``floatfmt.torch.fake_quant`` attach a straight-through
 gradient (see their docstrings); so do ``ff.fake_quant`` and

@@ -45,6 +45,7 @@ from math import gcd
 import numpy as np
 
 from .codec import code_dtype
+from .dispatch import tensor_entry
 from ._formats import Format, FormatLike, get_format
 from ._types import Values
 
@@ -116,6 +117,7 @@ def _codes_in(codes, f: Format) -> np.ndarray:
     return arr
 
 
+@tensor_entry("pack", ("codes",))
 def pack(codes: Values, fmt: FormatLike, *, bitorder: str = "little") -> np.ndarray:
     """Pack the codes of a format of at most 8 bits into bytes (a 1-d uint8 array).
 
@@ -124,7 +126,9 @@ def pack(codes: Values, fmt: FormatLike, *, bitorder: str = "little") -> np.ndar
     result has ``ceil(codes.size * bits / 8)`` bytes, laid out as the module
     docstring states (``bitorder="little"``: the first code in the least
     significant bits; ``"big"``: in the most significant); unused bits of the last
-    byte are zero.  8-bit formats pass through (one byte a code).
+    byte are zero.  8-bit formats pass through (one byte a code).  A CPU tensor of
+    codes gives a uint8 tensor (packed from a view of its memory); tensors on other
+    devices raise NotImplementedError (no host copy behind the caller's back).
 
     >>> pack([0x7, 0xF], "fp4_e2m1").tolist(), pack([0x7, 0xF], "fp4_e2m1", bitorder="big").tolist()
     ([247], [127])
@@ -182,6 +186,7 @@ def _bytes_in(data) -> np.ndarray:
     return arr.reshape(-1)
 
 
+@tensor_entry("unpack", ("data",))
 def unpack(data: bytes | bytearray | memoryview | np.ndarray, fmt: FormatLike, shape: int | tuple[int, ...], *, bitorder: str = "little") -> np.ndarray:
     """Codes of ``fmt`` (uint8, shape ``shape``) from bytes that ``pack`` wrote.
 
@@ -190,6 +195,7 @@ def unpack(data: bytes | bytearray | memoryview | np.ndarray, fmt: FormatLike, s
     be zero (``ValueError`` otherwise: a wrong ``shape`` or ``bitorder`` is the
     usual cause).  Inverse of ``pack``: ``unpack(pack(c, f), f, c.shape)`` equals
     ``c`` for every valid code array.  ``ff.decode`` turns the codes into values.
+    A uint8 CPU tensor gives a uint8 tensor of codes (as ``pack``).
 
     >>> import floatfmt as ff
     >>> unpack(bytes([0xF7]), "fp4_e2m1", (2,)).tolist()

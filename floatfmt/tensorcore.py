@@ -56,7 +56,7 @@ from .dispatch import tensor_entry
 from ._formats import Format, FormatLike, get_format
 from ._names import unknown_name
 from ._types import Values
-from .rounding import round_values
+from .rounding import STOCHASTIC, make_rng, resolve_mode, round_values
 from .threads import limit_threads, run_parts
 
 __all__ = ["TensorCoreModel", "tensorcore_models", "get_model", "tensorcore_product",
@@ -407,19 +407,21 @@ def fused_dot(P, EP, model: TensorCoreModel, c=None):
     return acc
 
 
-def _cast_inputs(a, b, fmt, model, rounding, overflow, ftz, daz, rng):
+def _cast_inputs(a, b, fmt, model, rounding, overflow, ftz, daz, rng, sr_bits=None):
+    """a, then b, cast to the model's input format (tf32 models: to fp32 in ``rounding``,
+    then to tf32 by the model's ``tf32_operands`` rule)."""
     from ._cast import cast
     fmt = get_format(fmt)
     in_fmt = get_format(model.fmt)
+    opts = dict(overflow=overflow, ftz=ftz, daz=daz, rng=rng, sr_bits=sr_bits, dtype=np.float64)
     if model.fmt == "tf32":
-        opts = dict(overflow=overflow, ftz=ftz, daz=daz, rng=rng)
-        x = cast(cast(a, "fp32", rounding, **opts, dtype=np.float64), "tf32",
+        x = cast(cast(a, "fp32", rounding, **opts), "tf32",
                  TF32_OPERANDS[model.tf32_operands], dtype=np.float64)
-        y = cast(cast(b, "fp32", rounding, **opts, dtype=np.float64), "tf32",
+        y = cast(cast(b, "fp32", rounding, **opts), "tf32",
                  TF32_OPERANDS[model.tf32_operands], dtype=np.float64)
     else:
-        x = cast(a, in_fmt, rounding, overflow, ftz, daz, rng, dtype=np.float64)
-        y = cast(b, in_fmt, rounding, overflow, ftz, daz, rng, dtype=np.float64)
+        x = cast(a, in_fmt, rounding, **opts)
+        y = cast(b, in_fmt, rounding, **opts)
     if model.ftz:  # the unit flushes subnormal inputs to +0 (CDNA2)
         x, y = fdpa.flush_to_plus_zero(x, in_fmt), fdpa.flush_to_plus_zero(y, in_fmt)
     return np.asarray(x, np.float64), np.asarray(y, np.float64), in_fmt
@@ -605,11 +607,17 @@ def _chain_matmul_fast(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape):
 
 
 def tensorcore_product(kind, a, b, fmt, model, acc_fmt="fp32", *, rounding="nearest_even",
-                       overflow=None, ftz=False, daz=False, rng=None):
+                       overflow=None, ftz=False, daz=False, rng=None, sr_bits=None):
     """``dot`` (kind "dot": last axes, leading axes broadcast) or ``matmul`` of a and b
-    through the tensor-core ``model``.  Returns (values, accumulator format name)."""
+    through the tensor-core ``model``.  Returns (values, accumulator format name).
+
+    The operands' casts to the model's input format take ``rounding`` (stochastic
+    included: a and then b draw from the one generator ``make_rng(rng)``, with
+    ``sr_bits``); the unit's own steps are deterministic."""
     m = get_model(model, fmt, acc_fmt)
-    x, y, in_fmt = _cast_inputs(a, b, fmt, m, rounding, overflow, ftz, daz, rng)
+    if resolve_mode(rounding) in STOCHASTIC:
+        rng = make_rng(rng)  # one stream for both operands (an int seed is not reused)
+    x, y, in_fmt = _cast_inputs(a, b, fmt, m, rounding, overflow, ftz, daz, rng, sr_bits)
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError(f"{kind} needs arrays, not scalars")
     if m.fmt == "int8":

@@ -41,9 +41,31 @@ The epilogue of ``matmul`` / ``dot`` is the numpy path's (``accumulate._epilogue
 nearest-even when there is no ``out_fmt``), both with the call's rounding, overflow,
 ftz and daz (``ops_device`` on the device); then one rounding to ``out_fmt``.
 
-Not on the device (NotImplementedError naming what, never a host copy): stochastic
-rounding of the operands (``rounding="stochastic..."``: numpy's draws could not be
-matched).  ``dot`` / ``matmul`` without a model are ``floatfmt.accumulate_device``'s,
+Stochastic rounding (every SR mode of ``rounding``, ``sr_bits``) applies where the numpy
+path applies the call's rounding: the operands' casts, the epilogue and ``out_fmt``
+(the unit's own steps are fixed by the model).  The random numbers come from one
+generator per call (``rng``: a ``torch.Generator`` on the operands' device, an int
+seed (a new Generator on the device seeded with it), or None: torch's default
+generator of the device), one number per element of each rounding, in this order:
+
+1. a's cast to the input format (tf32 models: to fp32), then b's;
+2. ``alpha != 1``: ``ops_device.device_mul(alpha, acc)`` (alpha's cast, the
+   accumulator's cast, the product's rounding);
+3. ``c`` with ``beta != 0``: c's cast to ``out_fmt`` (none when there is no
+   ``out_fmt``: c is then cast to the accumulator with nearest-even), then
+   ``device_fma(beta, c, acc)`` (beta's, c's and the accumulator's casts, the sum's
+   rounding);
+4. the rounding to ``out_fmt``.
+
+So a seed (or a Generator in a given state) reproduces the bits on its device.  numpy's
+path rounds the same values with the same rule, drawing from a numpy Generator (one
+stream per call there too; a cast of values already in the format draws nothing), so
+a seed gives other bits; given the same random numbers the results are the same
+(tests/test_torch_tensorcore_sr.py replays the torch draws into numpy's rounding).
+``mma`` and ``block_scaled_mma`` take no rounding option (nearest-even casts, as on
+numpy).
+
+``dot`` / ``matmul`` without a model are ``floatfmt.accumulate_device``'s,
 which hands calls with a model to this module.  Block-scaled presets
 (``"b200/mxfp8_e4m3"`` ...) are not ``matmul`` models (``get_model`` refuses them with
 a ValueError pointing to ``ff.block_scaled_matmul``); their unit is
@@ -63,7 +85,7 @@ from ._cast import cast
 from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
 from .dispatch import check_tensors
-from .ops_device import device_add, device_fma, device_mul
+from .ops_device import DeviceCall, device_add, device_fma, device_mul
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 from .tensorcore import (TF32_OPERANDS, TensorCoreModel, get_block_model, get_model,
                          matmul_shapes, mma_shapes)
@@ -91,18 +113,19 @@ def _tensor(v: Any, device: Any, t: Any) -> Any:
 
 
 def _inputs(a: Any, b: Any, m: TensorCoreModel, rounding: str, overflow: Any, ftz: bool,
-            daz: bool, t: Any) -> tuple[Any, Any, Format]:
+            daz: bool, t: Any, g: Any = None, sr_bits: Any = None) -> tuple[Any, Any, Format]:
     """The operands cast to the model's input format (float64 tensors), as
-    ``tensorcore._cast_inputs``."""
+    ``tensorcore._cast_inputs``: a, then b, each drawing one number per element from
+    the generator g under stochastic rounding."""
     in_fmt = get_format(m.fmt)
+    opts = dict(overflow=overflow, ftz=ftz, daz=daz, rng=g, sr_bits=sr_bits, dtype=t.float64)
     if m.fmt == "tf32":
-        opts = dict(overflow=overflow, ftz=ftz, daz=daz)
         rule = TF32_OPERANDS[m.tf32_operands]
-        x = cast(cast(a, "fp32", rounding, **opts, dtype=t.float64), "tf32", rule, dtype=t.float64)
-        y = cast(cast(b, "fp32", rounding, **opts, dtype=t.float64), "tf32", rule, dtype=t.float64)
+        x = cast(cast(a, "fp32", rounding, **opts), "tf32", rule, dtype=t.float64)
+        y = cast(cast(b, "fp32", rounding, **opts), "tf32", rule, dtype=t.float64)
     else:
-        x = cast(a, in_fmt, rounding, overflow, ftz, daz, dtype=t.float64)
-        y = cast(b, in_fmt, rounding, overflow, ftz, daz, dtype=t.float64)
+        x = cast(a, in_fmt, rounding, **opts)
+        y = cast(b, in_fmt, rounding, **opts)
     x, y = x.detach(), y.detach()
     if m.ftz:  # the unit flushes subnormal inputs to +0 (CDNA2)
         x, y = (fdpa_device.flush_to_plus_zero(v, in_fmt, namespace(v)) for v in (x, y))
@@ -209,13 +232,12 @@ def _start(name: str, a: Any, b: Any, c: Any) -> tuple[Any, Any, Any, Any, Any]:
 
 
 def _product(kind: str, a: Any, b: Any, fmt: Any, acc_fmt: Any, model: Any, mode: str,
-             overflow: Any, ftz: bool, daz: bool, device: Any, xp: Any) -> tuple[Any, str]:
+             overflow: Any, ftz: bool, daz: bool, device: Any, xp: Any, g: Any = None,
+             sr_bits: Any = None) -> tuple[Any, str]:
     """``tensorcore.tensorcore_product`` on the device: (values, accumulator format)."""
     t = xp.t
-    if mode in STOCHASTIC:
-        raise _no(kind, "stochastic rounding of the operands", device)
     m = get_model(model, fmt, "fp32" if acc_fmt is None else acc_fmt)
-    x, y, in_fmt = _inputs(a, b, m, mode, overflow, ftz, daz, t)
+    x, y, in_fmt = _inputs(a, b, m, mode, overflow, ftz, daz, t, g, sr_bits)
     if kind == "dot":  # the last axes: a (..., 1, K) by (..., K, 1) matrix product
         if x.ndim == 0 or y.ndim == 0:
             raise ValueError("dot needs arrays, not scalars")
@@ -238,37 +260,42 @@ def _product(kind: str, a: Any, b: Any, fmt: Any, acc_fmt: Any, model: Any, mode
     return r, ("fp32" if m.fmt == "int8" else m.acc_fmt)
 
 
-def _epilogue(r: Any, acc_fmt: str, out_fmt: Any, alpha: Any, beta: Any, c: Any,
-              rounding: Any, overflow: Any, ftz: bool, daz: bool) -> Any:
+def _epilogue(kind: str, r: Any, acc_fmt: str, out_fmt: Any, alpha: Any, beta: Any, c: Any,
+              rounding: Any, overflow: Any, ftz: bool, daz: bool, g: Any = None,
+              sr_bits: Any = None) -> Any:
     """``accumulate._epilogue`` and the final rounding of ``accumulate._final`` on the
-    device: alpha * acc, then beta * c + acc, in acc_fmt; then out_fmt."""
+    device: alpha * acc, then beta * c + acc, in acc_fmt; then out_fmt.  Every rounding
+    with the call's mode draws from the generator g in that order (the module
+    docstring)."""
     if alpha is None:
         alpha = 1.0
     if beta is None:  # cuBLAS's beta: 1 when a c is given
         beta = 0.0 if c is None else 1.0
-    opts = dict(rounding=rounding, overflow=overflow, ftz=ftz, daz=daz)
+    opts = dict(rounding=rounding, overflow=overflow, ftz=ftz, daz=daz, rng=g, sr_bits=sr_bits)
     if alpha != 1.0:
         r = device_mul(alpha, r, acc_fmt, **opts)
     if c is not None and beta != 0.0:
         # c as ops.operand_values casts it: to out_fmt with the call's options, or to the
-        # accumulator with nearest-even; c * 1 is that cast (the product is exact and
-        # rounding a value of the format changes nothing)
+        # accumulator with nearest-even
         c = _tensor(c, r.device, namespace(r).t)
         if out_fmt is None:
-            cv = device_mul(c, 1.0, acc_fmt)
+            cast_c = DeviceCall(kind, [c], acc_fmt, "nearest_even", None, False, False,
+                                products=False)
         else:
-            cv = device_mul(c, 1.0, out_fmt, **opts)
-        r = device_fma(beta, cv, r, acc_fmt, **opts)
+            cast_c = DeviceCall(kind, [c], out_fmt, rounding, overflow, ftz, daz, sr_bits,
+                                g, products=False)
+        r = device_fma(beta, cast_c.operand(c), r, acc_fmt, **opts)
     if out_fmt is not None:
         f = get_format(out_fmt)
         r = round_values(r, f, resolve_mode(rounding), resolve_overflow(overflow, f),
-                         ftz=bool(ftz))
+                         ftz=bool(ftz), rng=g, sr_bits=sr_bits)
     return r
 
 
 def _tensorcore_call(kind: str, a: Any, b: Any, fmt: Any, acc_fmt: Any, order: str,
                      out_fmt: Any, model: Any, alpha: Any, beta: Any, c: Any, block: Any,
-                     rounding: str, overflow: Any, ftz: bool, daz: bool) -> Any:
+                     rounding: str, overflow: Any, ftz: bool, daz: bool, rng: Any,
+                     sr_bits: Any) -> Any:
     device, xp, a, b, _ = _start(kind, a, b, c)
     if model is None:
         raise _no(kind, f"{kind} without a tensor-core model (the accumulation orders)", device)
@@ -278,8 +305,12 @@ def _tensorcore_call(kind: str, a: Any, b: Any, fmt: Any, acc_fmt: Any, order: s
     if isinstance(block, bool) or not isinstance(block, int) or block < 1:
         raise ValueError(f"block must be a positive integer, not {block!r}")  # as on numpy
     mode = resolve_mode(rounding)
-    r, acc = _product(kind, a, b, fmt, acc_fmt, model, mode, overflow, ftz, daz, device, xp)
-    return _epilogue(r, acc, out_fmt, alpha, beta, c, rounding, overflow, ftz, daz)
+    # stochastic rounding: one generator for the whole call (a torch.Generator on the
+    # device, a new one from an int seed, or None: torch's default generator)
+    g = xp.generator(rng, a) if mode in STOCHASTIC else None
+    r, acc = _product(kind, a, b, fmt, acc_fmt, model, mode, overflow, ftz, daz, device, xp,
+                      g, sr_bits)
+    return _epilogue(kind, r, acc, out_fmt, alpha, beta, c, rounding, overflow, ftz, daz, g, sr_bits)
 
 
 def device_matmul(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = "sequential",
@@ -290,7 +321,7 @@ def device_matmul(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = 
     """``ff.matmul`` with a tensor-core ``model`` on tensors of one device (the rules in
     the module docstring); the same arguments as ``ff.matmul``."""
     return _tensorcore_call("matmul", a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta,
-                            c, block, rounding, overflow, ftz, daz)
+                            c, block, rounding, overflow, ftz, daz, rng, sr_bits)
 
 
 def device_dot(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = "sequential",
@@ -302,7 +333,7 @@ def device_dot(a: Any, b: Any, fmt: Any, acc_fmt: Any = "fp32", order: str = "se
     over the last axis (leading axes broadcast) is the (..., 1, K) by (..., K, 1) matrix
     product of ``device_matmul`` (the same fused steps along K)."""
     return _tensorcore_call("dot", a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta,
-                            c, block, rounding, overflow, ftz, daz)
+                            c, block, rounding, overflow, ftz, daz, rng, sr_bits)
 
 
 def _accumulator_input(c: Any, m: TensorCoreModel, out_shape: tuple, device: Any,

@@ -267,3 +267,26 @@ def test_integer_names(spec, bits, signed):
     assert ff.cast(10**12, f) == (2 ** (bits - 1) - 1 if signed else 2**bits - 1)
     with pytest.raises(ValueError, match="1 to 63"):
         ff.get_format("int64")
+
+
+@pytest.mark.parametrize("ebits", [8, 10, 11])
+@pytest.mark.parametrize("mbits", [0, 3, 52])
+@pytest.mark.parametrize("shift", [-1200, -1050, -3, 0, 3, 40, 1000])
+def test_format_values_must_be_float64_numbers(ebits, mbits, shift):
+    """A custom Format is accepted exactly when its binades are float64's normal ones;
+    then its extremes cast to themselves.  Otherwise a ValueError at construction that
+    names the limit (not an OverflowError, or a subnormal rounded to 0, later)."""
+    bias = (1 << (ebits - 1)) - 1 + shift
+    top_field = (1 << ebits) - 2   # IEEE: the all-ones field holds Inf / NaN
+    emax, emin = top_field - bias, 1 - bias   # largest and smallest normal binade
+    low = emin - mbits   # smallest step
+    fits = emax <= 1023 and emin >= -1022
+    if not fits:
+        with pytest.raises(ValueError, match="must be float64"):
+            ff.Format("wide", ebits, mbits, bias=bias)
+        return
+    f = ff.Format("wide", ebits, mbits, bias=bias)
+    top = Fraction(2) ** emax * (2 - Fraction(1, 2 ** mbits))
+    step = Fraction(2) ** low
+    assert Fraction(f.max) == top and Fraction(ff.info(f).smallest_subnormal) == step
+    assert ff.cast(f.max, f) == f.max and ff.cast(float(step), f) == float(step)

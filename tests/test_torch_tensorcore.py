@@ -253,12 +253,18 @@ def test_every_preset_runs_on_the_device():
 
 
 def test_device_path_refusals():
-    """What the device cannot do raises NotImplementedError naming it; misuse raises the
-    numpy path's ValueError / TypeError."""
+    """Misuse raises the numpy path's ValueError / TypeError."""
     a, b = torch.ones(2, 3), torch.ones(3, 2)
     with force_namespace():
-        with pytest.raises(NotImplementedError, match="stochastic"):
-            ff.matmul(a, b, "bf16", model="h100", rounding="stochastic", rng=1)
+        # stochastic rounding runs (tests/test_torch_tensorcore_sr.py); its options are
+        # checked as on numpy
+        with pytest.raises(TypeError, match="torch.Generator"):
+            ff.matmul(a, b, "bf16", model="h100", rounding="stochastic",
+                      rng=np.random.default_rng(1))
+        with pytest.raises(ValueError, match="sr_bits applies to the stochastic"):
+            ff.matmul(a, b, "bf16", model="h100", sr_bits=8)
+        with pytest.raises(ValueError, match="sr_bits must be an integer"):
+            ff.matmul(a, b, "bf16", model="h100", rounding="stochastic", rng=1, sr_bits=0)
         with pytest.raises(ValueError, match="order="):
             ff.matmul(a, b, "bf16", model="h100", order="pairwise")
         with pytest.raises(ValueError, match="block must be a positive integer"):
