@@ -23,7 +23,8 @@ The rule, and why:
   ``next_up``, ``next_down``, ``ulp``, ``pack`` and ``unpack`` on CPU tensors only,
   and the rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
   (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``,
-  formats up to fp32, every rounding mode, stochastic ones included), ``sum`` in
+  every format, fp64 and wide custom ones included, every rounding mode,
+  stochastic ones included), ``sum`` in
   every order and ``dot`` / ``matmul`` without a model in every order
   (``floatfmt.accumulate_device``), ``matmul`` / ``dot`` with a tensor-core
   ``model`` (every preset, NVIDIA and AMD, the epilogue included), ``mma`` and
@@ -34,9 +35,7 @@ The rule, and why:
   x / scale carrying their exact remainder), and ``block_scaled_matmul`` /
   ``recipe_matmul`` (``floatfmt.recipes``: their steps through those entries).
   Functions, formats or options that have no device implementation yet
-  (``calibration="mse"``, and
-  ``sqrt`` under stochastic rounding in fp64 and other formats whose products do
-  not fit float64; every other op, sum and product runs in them) raise
+  (``calibration="mse"``) raise
   ``NotImplementedError`` naming the function and the device, never a silent copy
   to the host and back.
 * The device code is proven equal to the numpy kernels on CPU tensors: inside

@@ -27,8 +27,9 @@ their fine remainder ``resid`` (what ``rounding.round_values`` needs for SR: 2**
 times the remainder's share of the float64 ulp, rounded to odd) instead of the
 class: a sum's TwoSum error scaled exactly; a quotient's remainder as w + delta
 (w = fl(|r| / |y|), delta's sign by TwoProd), as ``eft.exact_quotient``; a root's
-remainder to the 2**g cell a format of its width reads (``eft.resid_slack``), with
-an exact side test near cell edges.  Random numbers come from a ``torch.Generator``
+remainder to the 2**g cell a format of its width reads (``eft.resid_slack``), or
+exactly where g < 6 (fp64: the remainder's every bit), with exact side tests near
+cell edges (``root_sticky``).  Random numbers come from a ``torch.Generator``
 on the device or an int seed (a new Generator seeded with it), one per call:
 the operands' casts draw first (operand by operand, one number per element), then
 the result's rounding.  numpy's ops draw from a numpy Generator, so the same seed
@@ -47,12 +48,9 @@ in integer limbs, which also truncates subnormal results and carries results pas
 the range); and ``div`` / ``sqrt`` (``wide_quotient`` / ``wide_root``: the
 mantissas' quotient or root by ``quotient_sticky`` / ``root_sticky`` in range, scaled
 back; a subnormal quotient truncated to 2**-1074 with its remainder from the dropped
-bits and the mantissa quotient's own).
+bits and the mantissa quotient's own), in every rounding mode, stochastic ones
+included (tests/test_torch_wide.py).
 
-Limits (each raises NotImplementedError naming the function and the device, never a
-host copy): ``sqrt`` under stochastic rounding in formats whose products do not fit
-float64 (fp64, wide custom formats: SR needs the root's full remainder, which
-``root_sticky`` gives only to a 2**g cell of a narrower format).
 Python scalars mix with tensors as in the numpy path; results are float64 tensors
 on the operands' device, not differentiable.  ``sum``, ``dot`` and ``matmul`` on the
 device: ``floatfmt.accumulate_device``.
@@ -360,12 +358,13 @@ def root_sticky(x: Any, fine: bool = False, slack: int = 0) -> tuple[Any, Any]:
     changes nothing; the class is 3 where the residual exceeds t * ulp(t) (the root is
     past the midpoint t + ulp / 2), else 1 (a root is never a midpoint), 0 where exact.
 
-    ``fine`` (with ``slack = g``, 6 <= g <= 52, see ``eft.resid_slack``): (t, resid),
-    resid the middle of the 2**g-cell of 2**54 (root - t) / ulp(t) (as
-    ``eft.exact_sqrt`` gives it; a narrower format never reads the low g bits): the
-    cell of the estimate 2**54 (r / 2t) / ulp (within 6 units), and where that is
-    within 16 units of a cell edge c, the exact sign of x - (t + c ulp 2**-54)**2
-    (TwoProd terms summed by ``exact_device.exact_sum``) says which side."""
+    ``fine`` (with ``slack = g``, 0 <= g <= 52, see ``eft.resid_slack``): (t, resid).
+    For g >= 6, resid is the middle of the 2**g-cell of 2**54 (root - t) / ulp(t) (as
+    ``eft.exact_sqrt`` gives it; a format with that slack never reads the low g bits);
+    for g < 6 (fp64 and custom formats of 47 or more mantissa bits) the exact resid,
+    floor(2**54 (root - t) / ulp(t)) made odd, as ``eft.exact_sqrt``'s integer square
+    root gives it.  Both come from the estimate 2**54 (r / 2t) / ulp and, where that is
+    within 16 units of a cell edge, exact side tests (``_root_resid``)."""
     xp = namespace(x)
     t = xp.t
     ok = t.isfinite(x) & (x > 0)
@@ -393,29 +392,52 @@ def root_sticky(x: Any, fine: bool = False, slack: int = 0) -> tuple[Any, Any]:
 
 
 def _root_resid(xs: Any, tt: Any, rt: Any, ulp: Any, inexact: Any, g: int, xp: Any) -> Any:
-    """The resid of ``root_sticky`` (fine): cell midpoints (see there)."""
+    """The resid of ``root_sticky`` (fine): 2**54 (root - t) / ulp known to its 2**h
+    cell (h = g for g >= 6, else h = 1), given as the cell's midpoint: for h = 1 that is
+    floor(2**54 (root - t) / ulp) | 1, the exact resid (a root that is not a float64 is
+    irrational: never on an edge).  The estimate W = 2**54 (r / 2t) / ulp is within 16
+    units of the exact value (r = x - t t, relative errors of 2**-52 on a value below
+    2**54), so the cell index lies in [floor((W - 16) / 2**h), floor((W + 16) / 2**h)];
+    where those differ a binary search settles it, each step asking on which side of the
+    edge t + delta (delta = E 2**(h - 54) ulp, at most 53 significant bits as h >= 1)
+    the root lies: the sign of the exact x - t t - 2 t delta - delta delta (TwoProd
+    terms summed by ``exact_device.exact_sum``)."""
     t = xp.t
-    if not 6 <= g <= 52:
-        raise ValueError(f"slack must be 6..52 for roots on a device, not {g}")
+    if not 0 <= g <= 52:
+        raise ValueError(f"slack must be 0..52 for roots on a device, not {g}")
+    h = g if g >= 6 else 1
     one = t.ones((), dtype=tt.dtype, device=tt.device)
     eu = t.frexp(t.where(inexact, ulp, one))[1].to(t.int64) - 1  # ulp = 2**eu
-    W = xp.ldexp(rt / t.where(inexact, 2.0 * tt, one), 54 - eu)  # estimate, error < 6 units
-    cell = float(1 << g)
-    j = t.floor(W / cell)
-    off = W - j * cell
-    unsure = inexact & ~((off > 16.0) & (off < cell - 16.0))
-    if bool(unsure.any()):
-        E = t.round(W[unsure] / cell)  # the nearest cell edge (index)
-        tu, eu_u = tt[unsure], eu[unsure]
-        delta = xp.ldexp(E, g + eu_u - 54)  # the edge's distance above t: exact
-        p1, p2 = tu * tu, tu * (2.0 * delta)
-        terms = t.stack([xs[unsure], -p1, -two_prod_error(tu, tu, p1), -p2,
-                         -two_prod_error(tu, 2.0 * delta, p2), -(delta * delta)])
-        above = exact_sum(terms, "nearest_even")[0] > 0  # the root lies past the edge
-        j = j.clone()
-        j[unsure] = t.where(above, E, E - 1.0)
-    R = (j.to(t.int64) << g) + (1 << (g - 1))
+    W = xp.ldexp(rt / t.where(inexact, 2.0 * tt, one), 54 - eu)  # estimate, error < 16 units
+    cell, top = float(1 << h), float((1 << (54 - h)) - 1)
+    lo = t.floor((W - 16.0) / cell).clamp(0.0, top)
+    hi = t.floor((W + 16.0) / cell).clamp(0.0, top)
+    sel = inexact & (lo < hi)  # any shape: boolean indexing flattens alike
+    if bool(sel.any()):
+        L, H = lo[sel], hi[sel]
+        xu, tu, eu_u = xs[sel], tt[sel], eu[sel]
+        while True:
+            todo = L < H
+            if not bool(todo.any()):
+                break
+            M = L + t.floor((H - L + 1.0) / 2.0)  # exact: H - L is small
+            above = _root_above(xu, tu, xp.ldexp(M, h + eu_u - 54), t)
+            L = t.where(todo & above, M, L)
+            H = t.where(todo & ~above, M - 1.0, H)
+        lo[sel] = L
+    R = (lo.to(t.int64) << h) + (1 << (h - 1))
     return t.where(inexact, R, t.zeros_like(R))
+
+
+def _root_above(x: Any, r: Any, delta: Any, t: Any) -> Any:
+    """Whether sqrt(x) > r + delta (float64 tensors; r, delta >= 0 and r + delta below the
+    root's float64 successor; its square never equals x here): the sign of the exact
+    x - r r - 2 r delta - delta delta, each product as TwoProd's two terms."""
+    d2 = 2.0 * delta
+    p1, p2, p3 = r * r, r * d2, delta * delta
+    terms = t.stack([x, -p1, -two_prod_error(r, r, p1), -p2, -two_prod_error(r, d2, p2),
+                     -p3, -two_prod_error(delta, delta, p3)])
+    return exact_sum(terms, "nearest_even")[0] > 0
 
 
 def device_div(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
@@ -438,21 +460,20 @@ def device_sqrt(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any 
     """``ff.sqrt`` on the device (``root_sticky``); sqrt(-0) = -0, the root of a
     negative number is NaN."""
     c = DeviceCall("sqrt", [a], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
+    g = resid_slack(c.fmt) if c.fine else 0
     if product_is_exact(c.fmt):
-        v, cls = root_sticky(c.operand(a), c.fine, resid_slack(c.fmt))
-    elif c.fine:
-        raise c.no(f"stochastic rounding of square roots in {c.fmt.name} (the root's full "
-                   "remainder)")
+        v, cls = root_sticky(c.operand(a), c.fine, g)
     else:
-        v, cls = wide_root(c.operand(a))
+        v, cls = wide_root(c.operand(a), c.fine, g)
     c.finish(v, "sqrt")
     return c.round(v, cls)
 
 
-def wide_root(x: Any) -> tuple[Any, Any]:
-    """Exact sqrt(x) of a float64 tensor of any magnitude as (t, class): x = m 2**(2k)
-    with m in [1/2, 2) (frexp, one exponent moved to m when odd), ``root_sticky(m)``
-    scaled back by 2**k (exact: a root of a float64 is a normal float64; the class is
+def wide_root(x: Any, fine: bool = False, slack: int = 0) -> tuple[Any, Any]:
+    """Exact sqrt(x) of a float64 tensor of any magnitude as (t, class), or with ``fine``
+    (t, resid) as ``root_sticky`` gives it for ``slack``: x = m 2**(2k) with m in
+    [1/2, 2) (frexp, one exponent moved to m when odd), ``root_sticky(m)`` scaled back by
+    2**k (exact: a root of a float64 is a normal float64; the class and the resid are
     relative to the ulp, which scales alike)."""
     xp = namespace(x)
     t = xp.t
@@ -460,7 +481,7 @@ def wide_root(x: Any) -> tuple[Any, Any]:
     m, e = t.frexp(t.where(ok, x, t.ones((), dtype=x.dtype, device=x.device)))
     e = e.to(t.int64)
     odd = (e & 1) == 1
-    tt, cls = root_sticky(t.where(odd, 2.0 * m, m))
+    tt, cls = root_sticky(t.where(odd, 2.0 * m, m), fine, slack)
     v = xp.ldexp(tt, t.div(e - odd.to(t.int64), 2, rounding_mode="floor"))
     return t.where(ok, v, t.sqrt(x)), t.where(ok, cls, t.zeros_like(cls))
 
@@ -487,29 +508,38 @@ def wide_quotient(x: Any, y: Any, fine: bool = False) -> tuple[Any, Any]:
     eq = t.frexp(tq)[1].to(t.int64) - 1  # floor(log2 |tq|)
     top = E + eq
     v = xp.ldexp(tq, E)  # exact in the normal range
-    k_all = -1022 - top  # bits of q' below the subnormal unit (>= 1 where subnormal)
+    past = top >= 1024
+    v = t.where(past, t.copysign(t.full_like(v, math.inf), tq), v)
+    cls = t.where(past, R_PAST if fine else 3, cq)
+    sub = ok & (top < -1022)
+    if bool(sub.any()):  # subnormal quotients (rare): on their own
+        v[sub], cls[sub] = _subnormal_quotients(tq[sub], cq[sub], top[sub], eq[sub], fine, xp)
+    v = t.where(ok, v, x / y)
+    cls = t.where(ok, cls, t.zeros_like(cls))
+    return v, cls if fine else cls.to(t.uint8)
+
+
+def _subnormal_quotients(tq: Any, cq: Any, top: Any, eq: Any, fine: bool,
+                         xp: Any) -> tuple[Any, Any]:
+    """``wide_quotient``'s subnormal results: q' (``tq``, remainder ``cq``) of exponent
+    ``top`` < -1022 truncated to a multiple of 2**-1074, with the class or resid of the
+    dropped bits D and q''s own remainder (see ``wide_quotient``)."""
+    t = xp.t
+    k_all = -1022 - top  # bits of q' below the subnormal unit (>= 1)
     k = k_all.clamp(min=1, max=62)  # for shifts of the 53-bit integer (62: all of it)
     Mi = xp.ldexp(tq.abs(), 52 - eq).to(t.int64)  # q' as a 53-bit integer
     K = Mi >> k
     D = Mi - (K << k)
-    sub = top < -1022
     vs = t.copysign(xp.ldexp(K.to(t.float64), t.full_like(K, -1074)), tq)
     if fine:
         j = (k_all - 54).clamp(min=0, max=62)
         low = t.where(k <= 54, (D << (54 - k).clamp(min=0)) + (cq >> k), D >> j)
         lost = t.where(k <= 54, cq != 0, ((D & ((1 << j) - 1)) != 0) | (cq != 0))
-        cs = low | lost.to(t.int64)
-    else:
-        half = 1 << (k - 1)
-        inexact = cq != 0
-        cs = t.where((D == 0) & ~inexact, 0, t.where(D < half, 1, t.where(
-            (D == half) & ~inexact, 2, 3)))
-    past = top >= 1024
-    v = t.where(sub, vs, t.where(past, t.copysign(t.full_like(v, math.inf), tq), v))
-    cls = t.where(sub, cs, t.where(past, R_PAST if fine else 3, cq))
-    v = t.where(ok, v, x / y)
-    cls = t.where(ok, cls, t.zeros_like(cls))
-    return v, cls if fine else cls.to(t.uint8)
+        return vs, low | lost.to(t.int64)
+    half = 1 << (k - 1)
+    inexact = cq != 0
+    return vs, t.where((D == 0) & ~inexact, 0, t.where(D < half, 1, t.where(
+        (D == half) & ~inexact, 2, 3)))
 
 
 def _unary(name: str, a: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any, daz: Any,

@@ -16,9 +16,12 @@ from the same places (``floatfmt.quantization.plan_quantize`` checks the options
 Every rounding is the one rounding routine's (``rounding.round_values`` on tensors):
 the fp32 scales, the zero points, and each quotient ``x / scale``, which is handed to
 it as the float64 quotient truncated toward zero plus its remainder class
-(``exact_quotient``: both operands scaled into [0.5, 1) by powers of two, the quotient
-q = fl(a / b) and the sign of the exact residual a - q b from Dekker's TwoProd).  As on
-numpy, a call whose scales are all powers of two divides directly.
+(``exact_quotient``, through ``ops_device.wide_quotient``: the operands' frexp
+mantissas' quotient q = fl(a / b) placed by the sign of the exact residual a - q b from
+Dekker's TwoProd, scaled back exactly, subnormal quotients and ones past the float64
+range included, so every element format, fp64 and wide custom ones too, gets the
+quotient rounded once).  As on numpy, a call whose scales are all powers of two and
+quotients all normal divides directly.
 
 Stochastic rounding draws from a ``torch.Generator`` (or an int seed) on the device,
 for every scheme.  Quotients that float64 does not hold (scales that are not powers
@@ -30,8 +33,7 @@ scale of 1 give exact quotients (no remainder).
 
 Not on the device (NotImplementedError naming the function and the device, never a
 host copy): ``calibration="mse"`` (its error sums would have to follow numpy's
-summation order to pick the same clip range) and a quotient rounded to a format
-reaching beyond 2**+-990 (fp64 and wide custom formats, with a scale other than 1).
+summation order to pick the same clip range).
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
 from .blockscale import SCALE_ROUNDINGS, nvfp4_tensor_scale
 from .codec import values_to_codes
-from .exact_device import two_prod_error
 from .groupscale import tiled_layout
 from .ops_device import wide_quotient
 from .quantized import QuantizedTensor, choose, normalize_axis, width
@@ -89,64 +90,34 @@ def _rounded_by_scaling(v: Any, y: Any, t: Any) -> Any:
 
 
 def exact_quotient(v: Any, s: Any, fine: bool = False) -> tuple[Any, Any]:
-    """The exact quotients ``v / s`` (float64 tensors, s > 0 finite, broadcast) as
-    (float64 truncated toward zero, uint8 remainder class 0..3, or None when every
-    scale is a power of two and every quotient a normal float64 number or zero from a
-    zero: then the float64 quotient, as on numpy).
+    """The exact quotients ``v / s`` (float64 tensors, s > 0 finite, broadcast) of any
+    magnitude as (float64 truncated toward zero, uint8 remainder class 0..3), or with
+    ``fine`` (stochastic rounding) (float64 truncated toward zero, int64 ``resid``:
+    2**54 times the remainder in units of the truncated value's float64 ulp, rounded
+    to odd; ``rounding.round_values``' ``resid``).  Both are those of
+    ``eft.exact_quotient(v, s, fine)`` on numpy, computed by
+    ``ops_device.wide_quotient``: the frexp mantissas' quotient placed by the sign of
+    its exact residual (Dekker's TwoProd), scaled back by the exponent difference; a
+    subnormal quotient truncated to a multiple of 2**-1074 with the class (or resid) of
+    every bit below, one past the float64 range +-Inf with class 3
+    (``exact_device.R_PAST``), which rounds as the finite value it stands for.
 
-    ``fine`` (stochastic rounding): the int64 remainder ``resid`` instead of the class
-    (2**54 times the remainder in units of the truncated value's float64 ulp, rounded
-    to odd; ``rounding.round_values``' ``resid``), that of ``eft.exact_quotient(v, s,
-    fine=True)`` for quotients of any magnitude: ``ops_device.wide_quotient`` (subnormal
-    quotients truncated to a multiple of 2**-1074, ones past the float64 range +-Inf
-    with ``exact_device.R_PAST``).  Still None in the power-of-two case above.
-
-    Otherwise:
-
-    a = v 2**-ev and b = s 2**-es lie in [0.5, 1); q = fl(a / b) and the exact residual
-    a - q b (TwoProd) place a / b beyond q (class 1) or short of it (the next float64
-    toward zero, class 3).  Scaled back by 2**(ev - es), exactly while the exponent
-    change stays within +-1000; past that the quotient is a signed zero (below
-    2**-999) or +-2**1000 (above 2**999) with class 1: a hair beyond, which rounds as
-    the exact value for every format whose range lies within 2**+-990."""
+    When every scale is a power of two and every quotient a normal float64 number or a
+    zero from a zero, the float64 quotient is exact: it is returned with None (as on
+    numpy)."""
     xp = namespace(v)
     t = xp.t
     v, s = t.broadcast_tensors(v, s)
     d = v / s
     if _all_pow2(s, t) and not bool(_rounded_by_scaling(v, d, t).any()):
         return d, None  # a normal float64 quotient by a power of two is exact
-    if fine:
-        return wide_quotient(v, s, fine=True)
-    fin = t.isfinite(v) & (v != 0)
-    one = t.ones((), dtype=t.float64, device=v.device)
-    vs = t.where(fin, v, one)
-    ev, es = _exponent(vs, t), _exponent(s, t)
-    a, b = xp.ldexp(vs, -ev), xp.ldexp(s, -es)
-    q = a / b
-    p = q * b
-    r = (a - p) - two_prod_error(q, b, p)
-    inexact = fin & (r != 0)
-    beyond = (r > 0) == (q > 0)
-    tq = t.where(inexact & ~beyond, t.nextafter(q, t.zeros_like(q)), q)
-    k = ev - es
-    tiny, huge = fin & (k < -1000), fin & (k > 1000)
-    tq = xp.ldexp(tq, t.where(tiny | huge, 0, k))
-    tq = t.where(tiny, t.copysign(t.zeros_like(v), v), t.where(huge, t.copysign(2.0 ** 1000 * one, v), tq))
-    cls = t.where(inexact, t.where(beyond, 1, 3), 0)
-    cls = t.where(tiny | huge, 1, cls).to(t.uint8)
-    return t.where(fin, tq, d), cls
-
-
-def _check_target(f: Format, name: str, device: Any) -> None:
-    if f.kind == "float" and (f.emin - f.mbits < -990 or f.emax > 990):
-        raise _no(f"rounding a quotient x / scale to {f.name} (its range reaches past 2**+-990)",
-                  device, name)
+    return wide_quotient(v, s, fine)
 
 
 def _round_quotients(v: Any, s: Any, f: Format, mode: str, overflow: Any, rng: Any) -> Any:
-    """round(v / s) to f, the quotient rounded once (``tensorscale`` on the device);
-    stochastic modes hand the routine the quotient's exact remainder (``resid``)."""
-    _check_target(f, "quantize", v.device)
+    """round(v / s) to f, the quotient rounded once (``tensorscale`` on the device), for
+    every format (fp64 included: quotients of any magnitude are exact); stochastic
+    modes hand the routine the quotient's exact remainder (``resid``)."""
     if mode in STOCHASTIC:
         y, resid = exact_quotient(v, s, fine=True)
         return round_values(y, f, mode, overflow, rng=rng, resid=resid)

@@ -61,7 +61,7 @@ from .threads import limit_threads, run_parts
 
 __all__ = ["TensorCoreModel", "tensorcore_models", "get_model", "tensorcore_product",
            "fused_dot", "mma", "block_scaled_mma", "get_block_model", "TF32_OPERANDS",
-           "C_ENTRIES", "matmul_shapes", "mma_shapes"]
+           "C_ENTRIES", "matmul_shapes", "mma_shapes", "check_int_operands"]
 
 TF32_OPERANDS = {"truncate": "toward_zero", "rne": "nearest_even", "rna": "nearest_away"}
 C_ENTRIES = ("aligned", "after")
@@ -424,7 +424,33 @@ def _cast_inputs(a, b, fmt, model, rounding, overflow, ftz, daz, rng, sr_bits=No
         y = cast(b, in_fmt, rounding, **opts)
     if model.ftz:  # the unit flushes subnormal inputs to +0 (CDNA2)
         x, y = fdpa.flush_to_plus_zero(x, in_fmt), fdpa.flush_to_plus_zero(y, in_fmt)
-    return np.asarray(x, np.float64), np.asarray(y, np.float64), in_fmt
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if in_fmt.kind == "int":
+        check_int_operands(model, bool(np.isnan(x).any()), bool(np.isnan(y).any()))
+    return x, y, in_fmt
+
+
+def check_int_operands(model: TensorCoreModel, nan_a: bool, nan_b: bool) -> None:
+    """Refuse NaN operands of an integer-input unit (``*/int8`` presets, or any model
+    whose input format is an integer format): ValueError when the cast operand ``a``
+    (``nan_a``) or ``b`` (``nan_b``) holds a NaN.  An integer format has no code for
+    NaN (``ff.encode(nan, "int8")`` refuses it too), so the unit cannot be given one;
+    without this check a NaN would become some integer, a different one per path.
+    +-Inf is no error: the operands' cast saturates it to the format's extremes (what
+    ``ff.cast(inf, "int8")`` gives under every overflow policy it accepts).  The host
+    (``tensorcore``) and device (``tensorcore_device``) paths both call this, so the
+    error is the same on both.
+
+    >>> check_int_operands(get_model("h100", "int8"), False, True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: int8 has no NaN, but operand b of the h100/int8 unit is NaN (replace NaN ...
+    """
+    which = [w for w, bad in (("a", nan_a), ("b", nan_b)) if bad]
+    if which:
+        raise ValueError(f"{model.fmt} has no NaN, but operand {' and '.join(which)} of the "
+                         f"{model.name} unit {'is' if len(which) == 1 else 'are'} NaN (replace "
+                         "NaN first, or use a floating-point model)")
 
 
 def _int_dot(x, y, kind):

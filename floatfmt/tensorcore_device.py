@@ -24,13 +24,16 @@ docstring of ``floatfmt.tensorcore``, for one block of L products at a time alon
    sum is rounded once to the step format in the model's rounding (past its range
    +-Inf, or +-max for ``overflow="saturate"``; an exact zero +0); where the float64
    sum of the block's products and the accumulator is not finite (Inf or NaN), the
-   result is that sum.  With ``c_entry="after"`` (B200 FP8) the products are fused
-   that way from a zero accumulator and the accumulator is then added by
+   result is that sum (so the NVIDIA presets' steps mask neither zero nor non-finite
+   products: a zero operand's exponent lies below every floor, and the lanes holding
+   Inf / NaN take that sum; ``_fused``'s ``lean`` form).  With ``c_entry="after"``
+   (B200 FP8) the products are fused that way from a zero accumulator and the accumulator is then added by
    ``ops_device.device_add`` (exact sum, one round-to-nearest-even);
 4. the AMD steps (``e_fdpa``, ``ftz_addmul``, ``tr_fdpa``, ``gtr_fdpa``) are
    ``floatfmt.fdpa_device.step``;
 5. int8 models: integer products summed exactly (a float64 matrix product of
-   integers below 2**53 is exact in any order), wrapped to int32;
+   integers below 2**53 is exact in any order), wrapped to int32; a NaN operand
+   (no integer code) raises the numpy path's ValueError (``tensorcore.check_int_operands``);
 6. block-scaled models (``block_scaled_mma``: Blackwell ST-FDPA / GST-FDPA): the scaled
    terms of ``fdpa_device.scaled_terms`` go through the T-FDPA steps of 3, ``L / group``
    terms and the accumulator per step.
@@ -87,8 +90,8 @@ from ._xp import is_tensor, namespace
 from .dispatch import check_tensors
 from .ops_device import DeviceCall, device_add, device_fma, device_mul
 from .rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
-from .tensorcore import (TF32_OPERANDS, TensorCoreModel, get_block_model, get_model,
-                         matmul_shapes, mma_shapes)
+from .tensorcore import (TF32_OPERANDS, TensorCoreModel, check_int_operands, get_block_model,
+                         get_model, matmul_shapes, mma_shapes)
 
 __all__ = ["device_matmul", "device_dot", "device_mma", "device_block_scaled_mma", "tile_terms"]
 
@@ -129,6 +132,8 @@ def _inputs(a: Any, b: Any, m: TensorCoreModel, rounding: str, overflow: Any, ft
     x, y = x.detach(), y.detach()
     if m.ftz:  # the unit flushes subnormal inputs to +0 (CDNA2)
         x, y = (fdpa_device.flush_to_plus_zero(v, in_fmt, namespace(v)) for v in (x, y))
+    if in_fmt.kind == "int":  # NaN has no integer code: the host path's ValueError
+        check_int_operands(m, bool(t.isnan(x).any()), bool(t.isnan(y).any()))
     return x, y, in_fmt
 
 
@@ -145,22 +150,60 @@ def _truncate(v: Any, scale: Any, xp: Any) -> Any:
     return round_values(y, _ALIGNED, "toward_zero", "saturate") * xp.pow2(-scale)
 
 
+def _units(v: Any, up: Any) -> Any:
+    """v * up (``up`` = 2**scale) truncated toward zero to an integer (float64), by the one
+    rounding routine."""
+    return round_values(v * up, _ALIGNED, "toward_zero", "saturate")
+
+
+# A zero operand's exponent in the lean T-FDPA step (``_lean``): a product with a zero
+# factor gets an exponent below every model's zero_exponent floor, so it never sets e_max
+# (the general step masks such products instead, a pass over every product).
+_ZERO_OPERAND = -(1 << 40)
+
+
+def _lean(m: TensorCoreModel, in_fmt: Format) -> bool:
+    """Whether ``_chain`` may run the model's T-FDPA steps lean (``_fused(lean=True)``):
+    the scale F - e_max then lies in [-1022, 1022] for every step (e_max is at least the
+    zero_exponent floor and at most the largest exponent of a product of two inputs or of
+    an accumulator value), so 2**scale and 2**-scale are normal powers read from bits."""
+    hi = max(2 * in_fmt.emax + 1, get_format(m.acc_fmt).emax, m.output_format.emax)
+    return (m.algorithm not in _AMD and in_fmt.kind == "float" and m.F - m.zero_exponent <= 1022
+            and hi - m.F <= 1022)
+
+
 def _fused(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Format,
-           xp: Any) -> Any:
+           xp: Any, lean: bool = False) -> Any:
     """One T-FDPA step, acc aligned as a term: products P (l, ..., r, n) with exponents
-    EP, acc (..., r, n) of cfmt; as ``tensorcore._fused`` / ``_finish``."""
+    EP, acc (..., r, n) of cfmt; as ``tensorcore._fused`` / ``_finish``.
+
+    ``lean`` (``_chain`` when ``_lean`` holds; the same bits, fewer passes over the
+    products): EP gives products with a zero factor an exponent below zero_exponent
+    (``_ZERO_OPERAND``), so zero products need no mask; non-finite products are not
+    masked either, since a lane holding one is replaced by ``special`` at the end (its
+    float64 total is then Inf or NaN: finite products of inputs of at most 24 significant
+    bits cannot overflow float64); the truncated terms are summed as integers (below
+    2**(F + 2) each, so their sum is exact in any order) and scaled back once, by
+    2**-scale read from the bits of 2**scale."""
     t = xp.t
     zero = t.zeros((), dtype=acc.dtype, device=acc.device)
     total = P.sum(0) + acc  # Inf / NaN detection (finite terms cannot overflow float64)
     special = ~t.isfinite(total)
-    fin_p = t.isfinite(P)
-    E = t.where((P != 0) & fin_p, EP, m.zero_exponent)
     fin = t.isfinite(acc)
     cv = t.where(fin, acc, zero)
     ec = t.where(cv != 0, _exponents(cv, cfmt, t), m.zero_exponent)
-    e_max = t.maximum(t.clamp(E.amax(0), min=m.zero_exponent), ec)
-    scale = m.F - e_max
-    val = _truncate(t.where(fin_p, P, zero), scale, xp).sum(0) + _truncate(cv, scale, xp)
+    if lean:
+        e_max = t.maximum(t.clamp(EP.amax(0), min=m.zero_exponent), ec)
+        bits = (m.F + 1023 - e_max) << 52  # 2**scale, scale = F - e_max in [-1022, 1022]
+        up = bits.view(t.float64)
+        down = ((2046 << 52) - bits).view(t.float64)  # 2**-scale
+        val = (_units(P, up).sum(0) + _units(cv, up)) * down
+    else:
+        fin_p = t.isfinite(P)
+        E = t.where((P != 0) & fin_p, EP, m.zero_exponent)
+        e_max = t.maximum(t.clamp(E.amax(0), min=m.zero_exponent), ec)
+        scale = m.F - e_max
+        val = _truncate(t.where(fin_p, P, zero), scale, xp).sum(0) + _truncate(cv, scale, xp)
     r = round_values(val, ofmt, m.rounding, "inf" if ofmt.inf else "saturate")
     if m.overflow == "inf":
         big = val.abs() >= 2.0 ** (ofmt.emax + 1)
@@ -172,13 +215,14 @@ def _fused(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Fo
 
 
 def _step(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Format,
-          xp: Any) -> Any:
-    """One step of the model over the first axis of P (as ``tensorcore._step``)."""
+          xp: Any, lean: bool = False) -> Any:
+    """One step of the model over the first axis of P (as ``tensorcore._step``);
+    ``lean``: see ``_fused``."""
     if m.algorithm in _AMD:
         return fdpa_device.step(P, EP, acc, m, cfmt, ofmt, xp)
     if m.c_entry == "aligned":
-        return _fused(P, EP, acc, m, cfmt, ofmt, xp)
-    s = _fused(P, EP, xp.t.zeros_like(acc), m, cfmt, ofmt, xp)  # the products alone
+        return _fused(P, EP, acc, m, cfmt, ofmt, xp, lean)
+    s = _fused(P, EP, xp.t.zeros_like(acc), m, cfmt, ofmt, xp, lean)  # the products alone
     policy = "inf" if m.overflow == "inf" and ofmt.inf else "saturate"
     return device_add(s, acc, ofmt, "nearest_even", policy)  # then one RNE addition
 
@@ -200,6 +244,9 @@ def _chain(x: Any, y: Any, m: TensorCoreModel, in_fmt: Format, out_shape: tuple,
     out = acc0.clone()
     xK, yK = x.movedim(-1, 0), y.movedim(-2, 0)  # (K, ..., rows), (K, ..., cols)
     exK, eyK = _exponents(xK, in_fmt, t), _exponents(yK, in_fmt, t)
+    lean = _lean(m, in_fmt)
+    if lean:  # zero operands: an exponent no product with them can raise to e_max
+        exK, eyK = t.where(xK == 0, _ZERO_OPERAND, exK), t.where(yK == 0, _ZERO_OPERAND, eyK)
     per_row = max(1, math.prod(batch) * cols * min(m.L, max(K, 1)))
     step = max(1, tile_terms(device) // per_row)
     acc_fmt, ofmt = get_format(m.acc_fmt), m.output_format
@@ -211,7 +258,7 @@ def _chain(x: Any, y: Any, m: TensorCoreModel, in_fmt: Format, out_shape: tuple,
             k1 = min(K, k0 + m.L)
             xk, exk = xK[k0:k1, ..., r0:r1, None], exK[k0:k1, ..., r0:r1, None]
             yk, eyk = yK[k0:k1, ..., None, :], eyK[k0:k1, ..., None, :]
-            acc = _step(xk * yk, exk + eyk, acc, m, cfmt, ofmt, xp)
+            acc = _step(xk * yk, exk + eyk, acc, m, cfmt, ofmt, xp, lean)
             cfmt = ofmt
         out[..., r0:r1, :] = acc
     return out

@@ -514,6 +514,7 @@ NO_ARRAY_INPUT = {
     "PROMOTIONS": "a constant", "get_recipe": "takes a recipe name",
     "get_block_model": "takes a model name",
     "matmul_shapes": "takes shapes", "mma_shapes": "takes shapes",
+    "check_int_operands": "takes a model and two flags",
     "get_num_threads": "no arguments", "set_num_threads": "takes a thread count",
     "limit_threads": "takes a thread count",
     "BlockFormat": "a block-format description", "BlockFormatInfo": "a record",

@@ -209,9 +209,18 @@ def test_stochastic_rounding_of_subnormal_quotients_picks_a_neighbour(fmt, opts,
 
 
 @pytest.mark.parametrize("mode", DET_MODES)
-def test_a_float64_wide_element_format_rounds_the_exact_quotient_once(mode):
-    """Elements in fp64 itself (numpy path; the device path refuses formats this wide):
-    here the quotient's own subnormal is the answer's grid, so the division's rounding
-    and the element rounding coincide in a way that only exact arithmetic settles."""
-    q = ff.quantize(_X, "fp64", scale=_SCALE, rounding=mode)
+@pytest.mark.parametrize("device", [False, True])
+def test_a_float64_wide_element_format_rounds_the_exact_quotient_once(mode, device):
+    """Elements in fp64 itself, on both paths (scales that are not powers of two:
+    tests/test_torch_wide.py): here the quotient's own subnormal is the answer's grid,
+    so the division's rounding and the element rounding coincide in a way that only
+    exact arithmetic settles."""
+    if device:
+        torch = pytest.importorskip("torch")
+        from floatfmt.dispatch import force_namespace
+        with force_namespace():
+            q = _to_numpy(ff.quantize(torch.from_numpy(_X), "fp64", scale=_SCALE,
+                                      rounding=mode), torch)
+    else:
+        q = ff.quantize(_X, "fp64", scale=_SCALE, rounding=mode)
     assert _mismatches(q, _X, ff.get_format("fp64"), mode, lambda i: _SCALE) == 0

@@ -262,8 +262,10 @@ def test_device_fp64_additions_and_sums_equal_numpy():
             both(lambda v: ff.sum(v, "fp64", "fp64", order, 0, block=3, rounding=mode), T)
         both(lambda v: ff.sum(v, "fp64", "fp32", "pairwise", 0, rounding=mode, out_fmt="bf16"), T)
     both(lambda p, q: ff.add(p, q, "fp64", ftz=True, daz=True), a, b2)
-    with force_namespace(), pytest.raises(NotImplementedError, match="square roots in fp64"):
-        ff.sqrt(torch.ones(3, dtype=torch.float64), "fp64", "stochastic", rng=0)
+    with force_namespace():  # SR roots in fp64 run too (tests/test_torch_wide.py): exact ones stay
+        r = ff.sqrt(torch.tensor([1.0, 4.0, 2.0 ** -1074], dtype=torch.float64), "fp64",
+                    "stochastic", rng=0)
+    assert r.tolist() == [1.0, 2.0, 2.0 ** -537]
 
 
 def test_device_fp64_quotients_and_roots_equal_numpy():
