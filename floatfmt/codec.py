@@ -25,8 +25,7 @@ from .rounding import STOCHASTIC, make_rng, resolve_mode
 from .threads import run_blocks
 
 __all__ = ["encode", "decode", "classify", "next_up", "next_down", "ulp", "values",
-           "code_dtype", "values_to_codes", "codes_to_values", "device_next_up",
-           "device_next_down", "device_ulp"]
+           "code_dtype", "values_to_codes", "codes_to_values"]
 
 
 def code_dtype(fmt: Format) -> np.dtype:
@@ -375,23 +374,23 @@ def _neighbour_chunk(ex, fmt: Format, up: bool):
     return out
 
 
-def device_next_up(x: Any, fmt: FormatLike) -> Any:
+def _device_next_up(x: Any, fmt: FormatLike) -> Any:
     """``next_up`` on a tensor of any device: the numpy path's rule with torch ops there
     (``floatfmt.dispatch``); a float64 tensor."""
     return _neighbour_chunk(tensor_exact(x), get_format(fmt), True)
 
 
-def device_next_down(x: Any, fmt: FormatLike) -> Any:
-    """``next_down`` on a tensor of any device (see ``device_next_up``)."""
+def _device_next_down(x: Any, fmt: FormatLike) -> Any:
+    """``next_down`` on a tensor of any device (see ``_device_next_up``)."""
     return _neighbour_chunk(tensor_exact(x), get_format(fmt), False)
 
 
-def device_ulp(x: Any, fmt: FormatLike) -> Any:
-    """``ulp`` on a tensor of any device (see ``device_next_up``)."""
+def _device_ulp(x: Any, fmt: FormatLike) -> Any:
+    """``ulp`` on a tensor of any device (see ``_device_next_up``)."""
     return _ulp_chunk(tensor_exact(x).values, get_format(fmt))
 
 
-@tensor_entry('next_up', ('x',), device_impl=device_next_up)
+@tensor_entry('next_up', ('x',), device_impl=_device_next_up)
 def next_up(x: Values, fmt: FormatLike) -> Values:
     """Smallest value of ``fmt`` strictly greater than ``x`` (+Inf past max, or NaN
     for formats without Inf; +Inf for +Inf, but NaN in the P3109 formats, whose
@@ -403,7 +402,7 @@ def next_up(x: Values, fmt: FormatLike) -> Values:
     return _neighbour(x, fmt, True)
 
 
-@tensor_entry('next_down', ('x',), device_impl=device_next_down)
+@tensor_entry('next_down', ('x',), device_impl=_device_next_down)
 def next_down(x: Values, fmt: FormatLike) -> Values:
     """Largest value of ``fmt`` strictly less than ``x`` (mirror of ``next_up``).
 
@@ -413,7 +412,7 @@ def next_down(x: Values, fmt: FormatLike) -> Values:
     return _neighbour(x, fmt, False)
 
 
-@tensor_entry('ulp', ('x',), device_impl=device_ulp)
+@tensor_entry('ulp', ('x',), device_impl=_device_ulp)
 def ulp(x: Values, fmt: FormatLike) -> Values:
     """Spacing of ``fmt`` at ``|x|``: the gap between the two values of ``fmt``
     that bracket ``|x|`` (for a value of the format, the gap to the next larger

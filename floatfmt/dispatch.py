@@ -34,8 +34,8 @@ The rule, and why:
   ``floatfmt.quantized_device``; stochastic rounding too, inexact quotients
   x / scale carrying their exact remainder), and ``block_scaled_matmul`` /
   ``recipe_matmul`` (``floatfmt.recipes``: their steps through those entries).
-  Functions, formats or options that have no device implementation yet
-  (``calibration="mse"``) raise
+  Functions, formats or options without device code (none of those listed above;
+  ``calibration="mse"`` and ``sqrt`` under stochastic rounding included) raise
   ``NotImplementedError`` naming the function and the device, never a silent copy
   to the host and back.
 * The device code is proven equal to the numpy kernels on CPU tensors: inside

@@ -8,9 +8,9 @@ element for element.  Every scheme of the numpy path is here, with its rules rea
 from the same places (``floatfmt.quantization.plan_quantize`` checks the options,
 ``floatfmt.tensorscale`` / ``groupscale`` / ``blockscale`` state the scale rules):
 
-* integers and floats per tensor / per channel (calibration ``"max"`` and
-  ``"percentile"``; a given scale and zero point; ``pow2_scale``, ``margin``,
-  ``narrow_range``, every overflow policy), group-wise and 2-D blocks;
+* integers and floats per tensor / per channel (calibration ``"max"``,
+  ``"percentile"`` and ``"mse"``; a given scale and zero point; ``pow2_scale``,
+  ``margin``, ``narrow_range``, every overflow policy), group-wise and 2-D blocks;
 * OCP MX (every ``scale_rounding``) and NVFP4.
 
 Every rounding is the one rounding routine's (``rounding.round_values`` on tensors):
@@ -31,13 +31,22 @@ truncated toward zero with their exact remainder ``resid`` (``exact_quotient`` w
 between its neighbours rounds away with probability p.  MX, ``pow2_scale=True`` and a
 scale of 1 give exact quotients (no remainder).
 
-Not on the device (NotImplementedError naming the function and the device, never a
-host copy): ``calibration="mse"`` (its error sums would have to follow numpy's
-summation order to pick the same clip range).
+``calibration="mse"`` tries the same 40 candidate ranges as numpy
+(``tensorscale.MSE_GRID``), fake-quantises with each by the rules here, and scores
+each by its squared errors d * d (d = xq - x, float64) summed exactly
+(``exact_device.exact_sum``) and rounded once: the score does not depend on the
+order of summation, so every device picks numpy's range (the first smallest).
+Under stochastic rounding the search and the final rounding draw from one
+generator (an int seed makes one), so the range depends on the draws.
+
+Every option of the numpy path runs here; nothing is copied to the host.
 """
 
+# size: the device form of quantization's schemes (per tensor / channel with every
+# calibration, tiled, MX, NVFP4) shares the private scale rules and exact quotients here
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -47,16 +56,18 @@ from ._formats import Format, get_format
 from ._xp import is_tensor, namespace
 from .blockscale import SCALE_ROUNDINGS, nvfp4_tensor_scale
 from .codec import values_to_codes
+from .exact_device import exact_sum
 from .groupscale import tiled_layout
 from .ops_device import wide_quotient
 from .quantized import QuantizedTensor, choose, normalize_axis, width
 from .quantized_device import expand_tiles
 from .rounding import STOCHASTIC, round_values
-from .tensorscale import WIDE_INT, reduce_axes
+from .tensorscale import MSE_GRID, WIDE_INT, reduce_axes
 
 __all__ = ["device_quantize", "exact_quotient"]
 
 _FP32 = get_format("fp32")
+_FP64 = get_format("fp64")
 _INT53 = Format("int53", kind="int", bits=53)  # round(x / scale) before the clamp (as tensorscale)
 
 
@@ -265,9 +276,9 @@ def device_quantize(x: Any, p: Any, fake: bool, name: str) -> Any:
     if p.kind == "nvfp4":
         q = _nvfp4(v, p)
         return _fake_of(q, fake)
-    if p.calibration == "mse":
-        raise _no("calibration='mse' (its error sums follow numpy's summation order)",
-                  v.device, name)
+    if p.calibration == "mse" and p.mode in STOCHASTIC:
+        # one generator for the search's roundings and the final one (an int seed once)
+        p = replace(p, options={**p.options, "rng": xp.generator(p.options["rng"], v)})
     f = p.f
     if p.tiled:
         return _fake_of(_tiled(v, p), fake)
@@ -333,7 +344,7 @@ def _int(v: Any, p: Any, ax: Any) -> QuantizedTensor:
     else:
         if scale is not None and scale != "amax":
             raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
-        lo, hi = _range(v, p.granularity, ax, p.calibration, o["percentile"], p.symmetric)
+        lo, hi = _calibrate(v, p, ax, p.symmetric)
         sc, zp, qmin, qmax = _int_params(lo, hi, f, p.symmetric, p.narrow_range, bool(o["pow2_scale"]))
         if p.margin:
             sc = _fp32_scale(_tensor(sc, v) * 2.0 ** p.margin, bool(o["pow2_scale"]))
@@ -351,7 +362,7 @@ def _float(v: Any, p: Any, ax: Any) -> QuantizedTensor:
     if isinstance(scale, str):
         if scale != "amax":
             raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
-        _, hi = _range(v, p.granularity, ax, p.calibration, o["percentile"], True)
+        _, hi = _calibrate(v, p, ax, True)
         sc = _fp32_scale(hi * 2.0 ** p.margin / f.max, bool(o["pow2_scale"]))
     else:
         sc = _given_scale(scale, v, ax)
@@ -360,6 +371,59 @@ def _float(v: Any, p: Any, ax: Any) -> QuantizedTensor:
     else:
         r = _round_quotients(v, _tensor(sc, v), f, p.mode, o["overflow"], _rng(p))
     return QuantizedTensor(r, sc, 0, f.name, f, p.granularity, ax, scheme="symmetric")
+
+
+# ------------------------------------------------------------------ calibration "mse"
+def _calibrate(v: Any, p: Any, ax: Any, symmetric: bool) -> tuple[Any, Any]:
+    """(lo, hi) by the plan's calibration (``quantization._ScaleRule.range``)."""
+    if p.calibration == "mse":
+        return _mse_range(v, p, ax, symmetric)
+    return _range(v, p.granularity, ax, p.calibration, p.options["percentile"], symmetric)
+
+
+def _mse_range(v: Any, p: Any, ax: Any, symmetric: bool) -> tuple[Any, Any]:
+    """``tensorscale.mse_range`` on the device: the candidates ``(lo * t, hi * t)`` for t
+    in ``MSE_GRID`` in order, each fake-quantised by this module's own rules and scored
+    by its exact sum of squared errors (``_squared_error_sums``); the first smallest wins."""
+    t = namespace(v).t
+    lo0, hi0 = _range(v, p.granularity, ax, "max", None, symmetric)
+    if v.numel() == 0:
+        return lo0, hi0
+    best: Any = None
+    for c in MSE_GRID:
+        lo, hi = lo0 * c, hi0 * c
+        err = _squared_error_sums(_fake_range(v, p, lo, hi, symmetric), v, ax)
+        if best is None:
+            best = (err, lo, hi)
+        else:
+            better = err < best[0]
+            best = tuple(t.where(better, new, old) for new, old in zip((err, lo, hi), best))
+    return best[1], best[2]
+
+
+def _fake_range(v: Any, p: Any, lo: Any, hi: Any, symmetric: bool) -> Any:
+    """``tensorscale._fake_with_range``: v fake-quantised with the range (lo, hi) (no
+    margin; floats saturate), float64."""
+    t = namespace(v).t
+    f, pow2 = p.f, bool(p.options["pow2_scale"])
+    if f.kind == "int":
+        sc, zp, qmin, qmax = _int_params(lo, hi, f, symmetric, p.narrow_range, pow2)
+        return (_int_codes(v, sc, zp, qmin, qmax, p.mode, _rng(p)) - zp) * sc
+    sc = _fp32_scale(t.maximum(lo.abs(), hi.abs()) / f.max, pow2)
+    if not is_tensor(sc) and sc == 1.0:
+        return round_values(v, f, p.mode, "saturate", rng=_rng(p))
+    return _round_quotients(v, _tensor(sc, v), f, p.mode, "saturate", _rng(p)) * sc
+
+
+def _squared_error_sums(xq: Any, v: Any, ax: Any) -> Any:
+    """``tensorscale.squared_error_sums``: d * d (d = xq - v, float64) summed exactly over
+    every axis but ``ax`` (all: None) and rounded once to float64 (nearest even)."""
+    d = xq - v
+    d = d * d
+    T = d.reshape(-1, 1) if ax is None else d.movedim(ax, -1).reshape(-1, d.shape[ax])
+    s, cls = exact_sum(T, "nearest_even")
+    s = round_values(s, _FP64, "nearest_even", sticky=cls)
+    return s.reshape(()) if ax is None else _layout(s, v, ax)
 
 
 # ------------------------------------------------------------------ group / 2-D blocks

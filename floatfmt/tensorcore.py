@@ -306,10 +306,10 @@ def get_model(model, fmt, acc_fmt="fp32") -> TensorCoreModel:
         elif m.fmt == "int8":
             pass  # int8 always accumulates exactly in int32
         else:
-            raise ValueError(f"model {m.name}: acc_fmt must be 'fp32'"
-                             + (" or 'fp16'" if m.fmt in ("fp16", "fp8_e4m3", "fp8_e5m2")
-                                and m.algorithm == "t_fdpa" else "")
-                             + f", not {acc_fmt!r}")
+            valid = [m.acc_fmt] + (["fp16"] if m.fmt in ("fp16", "fp8_e4m3", "fp8_e5m2")
+                                   and m.algorithm == "t_fdpa" and m.acc_fmt != "fp16" else [])
+            raise ValueError(f"model {m.name} accumulates in {m.acc_fmt}: acc_fmt must be "
+                             + " or ".join(repr(v) for v in valid) + f", not {acc_fmt!r}")
     return m
 
 

@@ -320,3 +320,14 @@ def test_matmul_equals_batched_dot():
     ref = np.array([[slow.dot(A[i], B[:, j], PRESETS["h100/bf16"]) for j in range(9)]
                     for i in range(7)])
     assert _same(r, ref).all()
+
+
+def test_accumulator_mismatch_names_what_the_model_takes():
+    """A model whose accumulator differs from acc_fmt: the ValueError names the model's
+    accumulator and the formats it accepts, never the given value as the valid one."""
+    from floatfmt.tensorcore import get_model
+    own = get_model("h100", "fp16", "fp16").replace(name="my_fp16acc")
+    with pytest.raises(ValueError, match=r"accumulates in fp16: acc_fmt must be 'fp16', not 'fp32'"):
+        ff.matmul(np.ones((2, 16)), np.ones((16, 2)), "fp16", model=own)
+    with pytest.raises(ValueError, match=r"accumulates in fp32: acc_fmt must be 'fp32' or 'fp16', not 'bf16'"):
+        ff.matmul(np.ones((2, 16)), np.ones((16, 2)), "fp16", model="h100", acc_fmt="bf16")

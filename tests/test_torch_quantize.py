@@ -78,9 +78,9 @@ def test_quantize_on_the_device_path_and_what_it_refuses():
         q = ff.quantize(x, "mxfp8")
         assert torch.equal(q.dequantize(), torch.ones(4, 32, dtype=torch.float64))
         dev = ff.fake_quant(x, "int8")
-        with pytest.raises(NotImplementedError, match="floatfmt.fake_quant on cpu: calibration='mse'"):
-            ff.fake_quant(x, "int8", calibration="mse")
+        mse = ff.fake_quant(x, "int8", calibration="mse")  # on the device too (it used to raise)
     assert torch.equal(dev, ff.fake_quant(x, "int8"))
+    assert torch.equal(mse, ff.fake_quant(x, "int8", calibration="mse"))
 
 
 def test_quantize_bad_tensor_input():
