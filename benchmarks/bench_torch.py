@@ -2,6 +2,7 @@
 
     python benchmarks/bench_torch.py                 # 4M float64 values, one torch thread
     python benchmarks/bench_torch.py --n 1e6 --compile
+    python benchmarks/bench_torch.py --kernels       # kernels / bytes / host syncs per call
 
 One float64 array (|x| from about 2**-40 to 2**40, both signs, some zeros) is cast
 by ``ff.cast(numpy_array, ...)`` and by ``ff.cast(torch.from_numpy(array), ...)``
@@ -14,7 +15,9 @@ Targets: torch / numpy at most 3 for round-to-nearest-even; the directed modes
 listed, with numpy's own ratio for reference).  Every torch result is checked equal
 to the numpy one.  Then ``ff.matmul(a, b, "bf16", model="h100")`` at 256^3 on
 tensors against numpy (target: no slower).  ``--compile``: the namespace kernel under
-``torch.compile`` (minutes to compile).  CUDA is timed too when present.
+``torch.compile`` (minutes to compile).  CUDA is timed too when present.  ``--kernels``:
+instead, the GPU proxies of ``bench_kernels.py`` (kernels, bytes moved and allocated per
+element, host syncs per call of the namespace code, with a CUDA time estimate).
 """
 
 from __future__ import annotations
@@ -78,8 +81,9 @@ def compiled_ratio(x, t, repeat):
     def kernel(v):
         return _general_chunk(v, None, f, "nearest_even", "inf", False, None, None, None, xp)
 
+    kernel(t[:8])  # fills the Format's cached properties first (dynamo cannot enter their lock)
     try:
-        c = torch.compile(kernel)
+        c = torch.compile(kernel, fullgraph=True)  # one graph: the routine reads nothing back
         got = c(t)
     except Exception as e:  # report, do not fail: compile support varies by machine
         print(f"torch.compile: not available here ({type(e).__name__}: {str(e)[:120]})")
@@ -97,7 +101,15 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--compile", action="store_true", help="also time the torch.compile'd kernel")
-    a = ap.parse_args()
+    ap.add_argument("--kernels", action="store_true",
+                    help="count kernels / bytes / host syncs instead (bench_kernels.py)")
+    a, rest = ap.parse_known_args()
+    if a.kernels:
+        import bench_kernels
+        bench_kernels.main(rest + ["--time-n", str(a.n), "--repeat", str(a.repeat)])
+        return
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
     n = int(a.n)
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -16,6 +16,7 @@ would otherwise make float32 from two Python scalars).
 
 from __future__ import annotations
 
+import struct
 import sys
 
 import numpy as np
@@ -86,6 +87,12 @@ class _Numpy:
         return bool(mask.any())
 
     @staticmethod
+    def some(mask) -> bool:
+        """False only when no element of ``mask`` is True: a cheap reduction on the host,
+        so that the caller skips work no element needs (see ``_Torch.some``)."""
+        return bool(mask.any())
+
+    @staticmethod
     def uniform(rng, like):
         """Uniform float64 in [0, 1) (53 random bits), one per element of ``like``."""
         return rng.random(like.shape)
@@ -106,9 +113,24 @@ class _Torch:
 
     def __init__(self, torch):
         self.t = torch
-        for op in ("abs", "trunc", "floor", "ceil", "signbit", "isnan", "isinf", "isfinite",
+        self._consts: dict = {}
+        for op in ("abs", "trunc", "floor", "ceil", "signbit", "isnan", "isinf",
                    "maximum", "fmod"):
             setattr(self, op, getattr(torch, op))
+
+    def isfinite(self, x):
+        """Finite elements: |x| < Inf (two kernels; torch.isfinite takes four)."""
+        return x.abs() < float("inf")
+
+    def const(self, v: float, like):
+        """v as a 0-d float64 tensor on like's device, made once per (value, device): a
+        broadcast operand that costs no kernel (a fresh one is a fill kernel per call)."""
+        key = (struct.pack("<d", float(v)), str(like.device))  # bits: -NaN is not NaN
+        c = self._consts.get(key)
+        if c is None:
+            c = self._consts[key] = self.t.full((), float(v), dtype=self.t.float64,
+                                                device=like.device)
+        return c
 
     def rint(self, x):
         return self.t.round(x)  # round half to even, as numpy.rint
@@ -126,11 +148,11 @@ class _Torch:
         return x.clone()
 
     def copysign(self, a, b):
+        """|a| with the sign of b, float64 (a bool a counts as 0.0 / 1.0, promoted inside
+        the one kernel)."""
         t = self.t
         if not isinstance(a, t.Tensor):
-            a = t.full_like(b, a, dtype=t.float64)
-        elif a.dtype == t.bool:
-            a = a.to(t.float64)
+            a = self.const(a, b)
         return t.copysign(a, b)
 
     def where(self, c, a, b):
@@ -140,12 +162,21 @@ class _Torch:
         return t.where(c, a, b)
 
     def pow2(self, e):
-        """2.0**e exactly for an int64 tensor e in [-1074, 1023] (from the bit pattern:
-        the exponent field for normal powers, one mantissa bit for subnormal ones)."""
+        """2.0**e exactly for an int64 tensor e in [-1074, 1023] (e below that range gives
+        2**-1074, above it 2**1023), from the bit pattern: with u = e + 1022, the
+        exponent-field part max(u, 0) << 52 (2**e less 2**-1022 for a normal power, 0 for a
+        subnormal one) plus the mantissa part (1 << 52) >> max(-u, 0) (2**-1022 for a normal
+        power, the subnormal's own bit else); seven kernels, no selection."""
         t = self.t
-        normal = (e.clamp(-1022, 1023) + 1023) << 52
-        sub = t.ones_like(e) << (e.clamp(-1074, -1023) + 1074)
-        return t.where(e >= -1022, normal, sub).view(t.float64)
+        u = e + 1022
+        field = u.clamp(0, 2045) << 52
+        mant = 1 << (u.clamp(-52, 0) + 52)
+        return (field + mant).view(t.float64)
+
+    def pow2_normal(self, e):
+        """2.0**e exactly for an int64 tensor e known to lie in [-1022, 1023] (a normal
+        power; other e give wrong values): two kernels."""
+        return ((e + 1023) << 52).view(self.t.float64)
 
     def ldexp(self, x, k):
         """x * 2**k rounded once, for int64 k with |k| <= 2044 (an int or a tensor):
@@ -159,8 +190,7 @@ class _Torch:
         return x * self.pow2(k1) * self.pow2(k - k1)
 
     def signed(self, v: float, like):
-        t = self.t
-        return t.copysign(t.full_like(like, v, dtype=t.float64), like)
+        return self.t.copysign(self.const(v, like), like)
 
     def falses(self, like):
         return self.t.zeros(like.shape, dtype=self.t.bool, device=like.device)
@@ -175,6 +205,13 @@ class _Torch:
 
     def any(self, mask) -> bool:
         return bool(mask.any())
+
+    @staticmethod
+    def some(mask) -> bool:
+        """Always True, without looking: reading a reduction back (``bool(t.any())``)
+        stalls a GPU until its queue drains, which costs more than the masked pass it
+        could skip; the caller then does that pass (a no-op where nothing is masked)."""
+        return True
 
     def uniform(self, rng, like):
         t = self.t
@@ -211,13 +248,20 @@ class _Torch:
         Float dtypes (float64/32/16, bfloat16, the float8 types) convert exactly;
         bool and integer tensors convert when every value is at most 2**53 in
         magnitude (else ValueError: float64 cannot hold them); complex and other
-        dtypes raise TypeError."""
+        dtypes raise TypeError.  A float8 NaN becomes the float64 NaN that ml_dtypes
+        (the numpy path's intake) gives for the same code: the quiet NaN 0x7FF8... with
+        the code's sign, negative for the fnuz types' only NaN (code 0x80)."""
         t = self.t
         if x.is_complex():
             raise TypeError(f"complex tensors are not supported (got {x.dtype}); "
                             "give a real floating-point, integer or bool tensor")
         if x.is_floating_point():
-            return x.detach().to(t.float64), x.dtype
+            v = x.detach().to(t.float64)
+            if x.element_size() == 1:  # float8: torch keeps payloads and gives fnuz's NaN +
+                nan = (self.const(-np.nan, v) if "fnuz" in str(x.dtype)
+                       else t.copysign(self.const(np.nan, v), v))
+                v = t.where(t.isnan(v), nan, v)
+            return v, x.dtype
         if x.dtype == t.bool or x.dtype in (t.int8, t.uint8, t.int16, t.int32):
             return x.detach().to(t.float64), None
         if x.dtype == t.int64:

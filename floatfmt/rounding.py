@@ -35,6 +35,14 @@ clip ufunc, reductions to skip work per chunk) that have no portable torch
 form, and a second statement of the rule in torch ops would be a second
 rounding routine.  tests/test_torch.py shows the namespace (device) path equal to
 the numpy path (fast and general) bit for bit on every format, mode and policy.
+
+What a GPU pays for the namespace code is one kernel per array operation and the
+bytes each moves, so ``_general_chunk`` keeps both few (``benchmarks/bench_kernels.py``
+counts them): the scales are built in the exponent field's place, masks are made
+only for the modes that read them, overflow is a clip, two exact scalings (``_fold``)
+or one selection, and nothing is read back to the host (``xp.some`` answers True on
+tensors: a ``bool(t.any())`` stalls a GPU and stops ``torch.compile(fullgraph=True)``),
+tests/test_torch_namespace_cost.py checks that for every format, mode and policy.
 """
 
 # size: the one rounding routine: its general path, the fast path that must stay bit-identical
@@ -163,10 +171,15 @@ def make_rng(rng):
 def _scales(x, fmt: Format, xp=NUMPY):
     """Per-element exponent k of the quantum ``2**k`` of x in fmt, and (1/q, q)
     as exact float64 powers of two when both are normal floats (else None)."""
-    e = xp.clip((xp.bits(x) >> 52) & 0x7FF, fmt.emin + 1023, min(2046, fmt.emax + 1024))
     if fmt.mbits - fmt.emin <= 1022 and fmt.emax <= 1021:
-        inv = ((2046 + fmt.mbits) - e) << 52
-        return None, xp.floats(inv), xp.floats((e - fmt.mbits) << 52)
+        # in the exponent field's place (no shifts): E = the clamped biased exponent << 52,
+        # q = 2**(ee - mbits) has bits E - (mbits << 52), 1/q has bits (2046 << 52) - those
+        # (no int64 overflow: 1 <= e - mbits <= 2045)
+        E = xp.clip(xp.bits(x) & 0x7FF0000000000000, (fmt.emin + 1023) << 52,
+                    min(2046, fmt.emax + 1024) << 52)
+        Q = E - (fmt.mbits << 52)
+        return None, xp.floats((2046 << 52) - Q), xp.floats(Q)
+    e = xp.clip((xp.bits(x) >> 52) & 0x7FF, fmt.emin + 1023, min(2046, fmt.emax + 1024))
     return e - (1023 + fmt.mbits), None, None
 
 
@@ -189,28 +202,28 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, 
     ``odd``: the mask of odd codes of t where that is not t's own parity (P3109
     with P = 1, see ``_round_chunk``); None means t's parity.
     """
-    f = xp.abs(y - t)
-    if sticky is None:
-        gt, eq, inexact = f > 0.5, f == 0.5, f > 0
-    else:
-        nz = sticky != 0
-        gt = (f > 0.5) | ((f == 0.5) & nz) | (fine & (sticky == 3))
-        eq = ((f == 0.5) & ~nz) | (fine & (sticky == 2))
-        inexact = (f > 0) | nz
-    if odd is None and mode in ("nearest_even", "odd"):
-        odd = _odd(t, xp)
-    if mode == "nearest_away":
-        return gt | eq
-    if mode == "nearest_even":
-        return gt | (eq & odd)
     if mode == "toward_zero":
-        return xp.falses(f)
-    if mode == "up":
-        return inexact & ~neg
-    if mode == "down":
-        return inexact & neg
-    if mode == "odd":
-        return inexact & ~odd
+        return xp.falses(y)
+    f = xp.abs(y - t)
+    if mode in ("nearest_away", "nearest_even"):
+        if sticky is None:
+            if mode == "nearest_away":
+                return f >= 0.5
+            gt, eq = f > 0.5, f == 0.5
+        else:
+            nz = sticky != 0
+            gt = (f > 0.5) | ((f == 0.5) & nz) | (fine & (sticky == 3))
+            eq = ((f == 0.5) & ~nz) | (fine & (sticky == 2))
+            if mode == "nearest_away":
+                return gt | eq
+        return gt | (eq & (_odd(t, xp) if odd is None else odd))
+    if mode in ("up", "down", "odd"):
+        inexact = f > 0 if sticky is None else (f > 0) | (sticky != 0)
+        if mode == "up":
+            return inexact & ~neg
+        if mode == "down":
+            return inexact & neg
+        return inexact & ~(_odd(t, xp) if odd is None else odd)
     if mode in _P3109_SR:
         return _p3109_sr_away(mode, f, rand, int(sr_bits), resid, shift, xp)
     if mode == "stochastic":
@@ -308,17 +321,25 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws
         k, inv, q = _scales(x, fmt, xp)
         y = x * inv if k is None else xp.ldexp(x, -k)
     else:
-        y = xp.copy(x)
+        y = x  # quantum 1 (read only: every step below makes a new array)
     fine = False
     if sticky is not None and fmt.kind == "float" and fmt.mbits == 52:
         # x's own float64 ulp (np.spacing would give inf at the largest double)
         own = xp.clip((xp.bits(x) >> 52) & 0x7FF, 1, None) - 1075
         fine = xp.pow2(own) == (q if k is None else xp.pow2(k))
     code_parity = fmt.rules == "p3109" and fmt.mbits == 0
-    if sticky is None and mode in ("nearest_even", "toward_zero", "up", "down") and not (
-            code_parity and mode == "nearest_even"):
+    # (toward zero ignores a sticky part: x + d, |d| < ulp(x), truncates as x does)
+    if mode == "toward_zero" or (sticky is None and mode in ("nearest_even", "up", "down")
+                                 and not (code_parity and mode == "nearest_even")):
         n = {"nearest_even": xp.rint, "toward_zero": xp.trunc, "up": xp.ceil,
              "down": xp.floor}[mode](y)
+    elif (mode == "odd" and sticky is None and not code_parity and q is not None
+          and fmt.mbits - fmt.emin >= 1):
+        # the odd one of floor(y) and ceil(y) (y itself when an integer) is
+        # floor(y/2) + ceil(y/2); y/2 is exact: y = x * 2**(mbits - ee) is at least 2**mbits
+        # where ee is x's own exponent, and x scaled up by 2**(mbits - emin) >= 2 elsewhere
+        h = y * 0.5
+        n = xp.floor(h) + xp.ceil(h)
     else:
         t = xp.trunc(y)
         rand = None
@@ -345,8 +366,8 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws
             else:
                 kq = k
             shift = xp.clip(kq - own, 0, None)
-        away = _away(mode, y, t, sticky, fine, rand, sr_bits, xp.signbit(x), resid, shift, xp,
-                     odd)
+        neg = xp.signbit(x) if mode in ("up", "down") else None  # only they read it
+        away = _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid, shift, xp, odd)
         n = t + xp.copysign(away, x)
     if q is not None:
         n = n * q
@@ -355,34 +376,70 @@ def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws
     return n
 
 
-def _overflow(r, x, mode, policy, sticky, limit, xp=NUMPY, has_inf=True, odd_inf=False):
+def _fold(fmt: Format) -> int | None:
+    """``fold`` for ``_overflow``: 1023 - emax when every value of fmt's grid (unbounded
+    exponent) above max is at least 2**(emax + 1) (max = (2 - 2**-mbits) 2**emax: the
+    top binade all finite, as in IEEE formats), so that scaling by 2**fold overflows the
+    double exactly for the values past max; else None."""
+    if fmt.kind != "float" or not 0 <= 1023 - fmt.emax <= 1023:
+        return None
+    return 1023 - fmt.emax if fmt.max == (2.0 - 2.0 ** -fmt.mbits) * 2.0 ** fmt.emax else None
+
+
+def _overflow(r, x, mode, policy, sticky, limit, xp=NUMPY, has_inf=True, odd_inf=False,
+              fold=None):
     """Apply the overflow policy to elements whose rounded magnitude exceeds limit.
 
     ``has_inf``: whether the format has +-Inf (``propagate`` and ``satnone`` saturate
     where it has not); ``odd_inf``: whether Inf's code is odd (``satnone`` under
-    round-to-odd then overflows to Inf, P3109 section 4.7.5)."""
-    big = xp.abs(r) > limit
-    if not xp.any(big):
-        return r
-    lim = xp.signed(limit, r)  # +-limit with r's sign
-    finite_in = xp.isfinite(x) if sticky is None else xp.isfinite(x) | (sticky != 0)
+    round-to-odd then overflows to Inf, P3109 section 4.7.5); ``fold``: see ``_fold``.
+
+    An element past the limit becomes +-limit where the policy saturates it (always
+    under ``saturate``; for a finite input under ``propagate``, and under the others
+    when the mode does not round outward: toward zero, odd unless Inf's code is odd,
+    and ``up`` / ``down`` on their inward side), else +-special (Inf for ``inf`` and
+    ``satnone``, NaN for ``nan``; Inf inputs under ``propagate`` keep their Inf), the
+    sign of the rounded value kept.
+
+    A few whole-array passes, and no host sync on a device: a clip; where every element
+    past the limit becomes +-Inf and ``fold`` is given, two exact scalings (r * 2**fold
+    overflows the double exactly where |r| > limit: r is on the grid); without a sticky
+    part, Inf inputs are already +-Inf in r and a finite input rounded inward is finite,
+    so a one-sided clip and two selections do the directed modes."""
     if policy == "saturate" or (policy in ("propagate", "satnone") and not has_inf):
-        return xp.where(big, lim, r)
+        return xp.clip(r, -limit, limit)  # NaN stays NaN
+    if xp is NUMPY and not (np.abs(r) > limit).any():
+        return r  # host arrays: a cheap look saves the passes when nothing overflows
     if policy == "propagate":  # Inf inputs stay Inf, finite overflow saturates
-        return xp.where(big & finite_in, lim, r)
-    neg = xp.signbit(r)
-    special = np.inf if policy in ("inf", "satnone") else np.nan
-    toward_inf = {"nearest_even": True, "nearest_away": True, "stochastic": True,
-                  "stochastic_a": True, "stochastic_b": True, "stochastic_c": True,
-                  "toward_zero": False, "odd": policy == "satnone" and odd_inf}
-    if mode in toward_inf:
-        goes_out = xp.full(r, toward_inf[mode])
-    else:
-        goes_out = neg if mode == "down" else ~neg
-    to_special = big & (goes_out | ~finite_in)
-    to_max = big & ~to_special
-    r = xp.where(to_max, lim, r)
-    return xp.where(to_special, xp.signed(special, r), r)
+        finite_in = xp.isfinite(x) if sticky is None else xp.isfinite(x) | (sticky != 0)
+        return xp.where((xp.abs(r) > limit) & finite_in, xp.signed(limit, r), r)
+    inf_special = policy == "inf" or policy == "satnone"
+    special = np.inf if inf_special else np.nan
+    if mode in STOCHASTIC or mode in ("nearest_even", "nearest_away") or (
+            mode == "odd" and policy == "satnone" and odd_inf):  # they round outward
+        if fold is not None and inf_special:
+            return (r * 2.0 ** fold) * 2.0 ** -fold
+        return xp.where(xp.abs(r) > limit, xp.signed(special, r), r)
+    if sticky is None:
+        neg_special = float(np.copysign(special, -1.0))
+        if mode == "up":  # outward above: +special; inward below: -limit, -Inf input -special
+            r2 = xp.where(r > limit, special, xp.clip(r, -limit, None))
+            return xp.where(r == -np.inf, neg_special, r2)
+        if mode == "down":
+            r2 = xp.where(r < -limit, neg_special, xp.clip(r, None, limit))
+            return xp.where(r == np.inf, special, r2)
+        # toward zero, odd: +-limit, an Inf input +-special
+        return xp.where(xp.isinf(r), r if inf_special else xp.signed(special, r),
+                        xp.clip(r, -limit, limit))
+    big = xp.abs(r) > limit
+    finite_in = xp.isfinite(x) if sticky is None else xp.isfinite(x) | (sticky != 0)
+    lim = xp.signed(limit, r)  # +-limit with r's sign
+    sat = finite_in  # toward zero, odd: +-limit for finite inputs
+    if mode == "up":  # outward on the positive side only
+        sat = sat & xp.signbit(r)
+    elif mode == "down":
+        sat = sat & ~xp.signbit(r)
+    return xp.where(big, xp.where(sat, lim, xp.signed(special, r)), r)
 
 
 def _int_finish(r, fmt, policy, xp=NUMPY):
@@ -646,8 +703,8 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf=
 def _daz(xc, sc, rc, daz_below, xp=NUMPY):
     """Inputs with ``|x| < daz_below`` replaced by zero of their sign (sticky cleared)."""
     tiny = xp.abs(xc) < daz_below
-    if xp.any(tiny):
-        xc = xp.where(tiny, xp.signed(0.0, xc), xc)
+    if xp.some(tiny):
+        xc = xp.where(tiny, xc * 0.0, xc)  # (tiny values are finite: a zero of their sign)
         if sc is not None:
             sc = np.where(tiny, 0, sc).astype(np.uint8)
         if rc is not None:
@@ -664,7 +721,7 @@ def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc=None, xp=NUM
     p3109_unsigned = fmt.rules == "p3109" and not fmt.signed
     below = r < 0 if p3109_unsigned else None  # negative nonzero: under MinFinite = 0
     r = _overflow(r, xc, mode, policy, sc, fmt.max, xp, fmt.inf,
-                  fmt.inf and (fmt.inf_code & 1) == 1)
+                  fmt.inf and (fmt.inf_code & 1) == 1, _fold(fmt))
     if ftz:
         r = _flush(r, fmt, xp)
     if not fmt.negative_zero:
@@ -703,14 +760,14 @@ def _below_unsigned(r, x, below, mode, policy, sticky, xp=NUMPY):
 def _flush(r, fmt, xp=NUMPY):
     """ftz: results below the smallest normal become zero of the same sign (+0 in
     formats without -0); returns r (changed in place for numpy arrays)."""
-    if fmt.subnormals:
-        sub = (xp.abs(r) < fmt.smallest_normal) & (r != 0)
-        if xp.any(sub):
-            zero = xp.signed(0.0, r) if fmt.negative_zero else 0.0
-            if xp is NUMPY:
-                r[sub] = zero[sub] if fmt.negative_zero else 0.0
-            else:
-                r = xp.where(sub, zero, r)
+    if not fmt.subnormals:
+        return r
+    if xp is not NUMPY:  # (zeros too: r * 0 is r there) three or four passes, no sync
+        tiny = xp.abs(r) < fmt.smallest_normal
+        return xp.where(tiny, r * 0.0 if fmt.negative_zero else 0.0, r)
+    sub = (xp.abs(r) < fmt.smallest_normal) & (r != 0)
+    if xp.any(sub):
+        r[sub] = np.copysign(0.0, r[sub]) if fmt.negative_zero else 0.0
     return r
 
 
