@@ -215,12 +215,15 @@ def _check_beside(name: str, x: Any, param: str = "it") -> None:
 
 def to_host(x: Any) -> Any:
     """A CPU tensor as a numpy array sharing its memory (bfloat16 / float8: widened to a
-    float64 copy, exactly); anything else is returned unchanged."""
+    float64 copy, exactly, by ``_xp``'s ``intake``, so a float8 NaN has the sign
+    ml_dtypes gives it); anything else is returned unchanged."""
     if not is_tensor(x):
         return x
     t = x.detach()
     if _dtype_name(t) in _VIEWABLE:
         return t.resolve_neg().resolve_conj().numpy()
+    if t.is_floating_point():  # bfloat16 / float8: the device intake's widening, NaNs as
+        return namespace(t).intake(t)[0].numpy()  # ml_dtypes gives them (fnuz NaN negative)
     return t.to(namespace(t).t.float64).numpy()
 
 
