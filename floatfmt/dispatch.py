@@ -97,9 +97,12 @@ from ._xp import is_tensor, namespace
 
 __all__ = ["tensor_entry", "tensor_method", "fields_device", "STE_SOURCE", "STE_MASK",
            "host_kernels", "force_namespace", "to_host", "from_host",
-           "check_tensors", "host_kernels_device", "ENV_VAR", "DEVICES"]
+           "check_tensors", "host_kernels_device", "ENV_VAR", "DEVICES", "LIST_OPERANDS"]
 
 ENV_VAR = "FLOATFMT_TORCH_PATH"
+#: Operands that may be Python lists of numbers beside tensors, on every device
+#: (``quantize(x, scale=[...], zero_point=[...])``); other lists raise TypeError.
+LIST_OPERANDS = ("scale", "zero_point")
 _FORCE = [os.environ.get(ENV_VAR, "auto").strip().lower() == "namespace"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -142,15 +145,18 @@ def _dtype_name(t: Any) -> str:
     return str(t.dtype).replace("torch.", "")
 
 
-def check_tensors(name: str, operands: list[Any], codes: bool = False) -> Any:
+def check_tensors(name: str, operands: list[Any], codes: bool = False,
+                  names: list[str] | None = None) -> Any:
     """Check the operands of one call that holds at least one tensor; return the device.
 
     TypeError for a complex tensor, a tensor dtype outside ``_ACCEPTED`` (``codes``:
     bit patterns, where torch's uint16/32/64, as ``encode`` returns them, are accepted
     too), or a numpy array / FPArray among the operands (no silent mixing of array
-    kinds); ValueError for tensors on two devices or on a device not in ``DEVICES``."""
+    kinds), or another operand the device code does not take (``_check_beside``: a list,
+    a numpy scalar, a Fraction ...); ValueError for tensors on two devices or on a
+    device not in ``DEVICES``, or a Python int past 2**53 beside tensors."""
     device = None
-    for x in operands:
+    for k, x in enumerate(operands):
         if is_tensor(x):
             if x.is_complex():
                 raise TypeError(f"{name}: complex tensors are not supported (got {x.dtype}); "
@@ -171,17 +177,53 @@ def check_tensors(name: str, operands: list[Any], codes: bool = False) -> Any:
             kind = "a numpy array" if isinstance(x, np.ndarray) else type(x).__name__
             raise TypeError(f"{name}: {kind} mixed with torch tensors; give all array operands "
                             "as tensors (torch.from_numpy) or all as numpy arrays (t.numpy())")
+        else:
+            _check_beside(name, x, names[k] if names and k < len(names) else "it")
     return device
+
+
+def _numeric(s: str) -> bool:
+    """Whether the string is a number (decimal or hex float) rather than an option word."""
+    try:
+        float.fromhex(s) if s.strip().lower().lstrip("+-").startswith("0x") else float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_beside(name: str, x: Any, param: str = "it") -> None:
+    """An operand that is not a tensor, in a call that holds tensors: None, a Python
+    bool / int / float (ints up to 2**53, which float64 holds), a string option (such
+    as ``scale="amax"``) or a dataclass operand (``QuantizedTensor``) pass; lists,
+    tuples, numpy scalars, Fractions, Decimals and numeric strings (``"0.1"``, which
+    the numpy path reads exactly) raise TypeError, on every device
+    alike (the device code takes tensors and Python numbers only, so the CPU path must
+    not accept more)."""
+    if x is None or isinstance(x, str) and not _numeric(x) or dataclasses.is_dataclass(x):
+        return
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic) \
+            or isinstance(x, np.float64):
+        if isinstance(x, int) and not isinstance(x, bool) and abs(x) > 2 ** 53:
+            raise ValueError(f"{name}: the Python int {x} beside torch tensors is past 2**53, "
+                             "which a float64 tensor cannot hold; accepted beside tensors: "
+                             "ints up to 2**53 in magnitude and floats")
+        return
+    raise TypeError(f"{name}: {type(x).__name__} mixed with torch tensors; accepted beside "
+                    "tensors: tensors on the same device and Python int / float numbers "
+                    f"(give {param} as a tensor: torch.tensor(...) on the tensors' device)")
 
 
 def to_host(x: Any) -> Any:
     """A CPU tensor as a numpy array sharing its memory (bfloat16 / float8: widened to a
-    float64 copy, exactly); anything else is returned unchanged."""
+    float64 copy, exactly, by ``_xp``'s ``intake``, so a float8 NaN has the sign
+    ml_dtypes gives it); anything else is returned unchanged."""
     if not is_tensor(x):
         return x
     t = x.detach()
     if _dtype_name(t) in _VIEWABLE:
         return t.resolve_neg().resolve_conj().numpy()
+    if t.is_floating_point():  # bfloat16 / float8: the device intake's widening, NaNs as
+        return namespace(t).intake(t)[0].numpy()  # ml_dtypes gives them (fnuz NaN negative)
     return t.to(namespace(t).t.float64).numpy()
 
 
@@ -311,7 +353,9 @@ def tensor_entry(name: str, operands: tuple[str, ...],
                  ste: bool = False) -> Callable[[F], F]:
     """Decorator: make the numpy-path function take torch tensors (the rule above).
 
-    ``operands``: the names of the parameters that may hold arrays.  A call without
+    ``operands``: the names of the parameters that may hold arrays; any other keyword
+    argument that holds a tensor or a numpy array (an option passed through
+    ``**options``, as ``fake_quant``'s ``scale=``) is an operand too.  A call without
     a tensor among them is passed straight through (one type test per operand).
     With a tensor: the operands are checked (``check_tensors``); CPU tensors are
     viewed as numpy arrays, the function runs, and its results come back as CPU
@@ -333,18 +377,27 @@ def tensor_entry(name: str, operands: tuple[str, ...],
         positions = {i for i, _ in where}
 
         def pick(args: tuple, kwargs: dict) -> list[Any]:
-            return [args[i] if i < len(args) else kwargs.get(p) for i, p in where]
+            # quantize's per-channel scale / zero_point lists of numbers are taken by the
+            # device code too: not checked as stray operands (``_check_beside``)
+            return [None if p in LIST_OPERANDS and isinstance(v, (list, tuple)) else v
+                    for p, v in ((p, args[i] if i < len(args) else kwargs.get(p))
+                                 for i, p in where)]
 
         @functools.wraps(fn)
         def entry(*args: Any, **kwargs: Any) -> Any:
-            ops = pick(args, kwargs)
+            # arrays given through **options (fake_quant's scale=) are operands too
+            extra = [k for k, v in kwargs.items() if k not in operands
+                     and (is_tensor(v) or isinstance(v, np.ndarray))]
+            ops = pick(args, kwargs) + [kwargs[k] for k in extra]
             if not any(is_tensor(x) for x in ops):
                 return fn(*args, **kwargs)
-            device = check_tensors(f"floatfmt.{name}", ops)
+            device = check_tensors(f"floatfmt.{name}", ops,
+                                   names=[p for _, p in where] + extra)
             if host_kernels_device(device):
                 args = tuple(to_host(a) if i in positions else a
                              for i, a in enumerate(args))
-                kwargs = {k: (to_host(v) if k in operands else v) for k, v in kwargs.items()}
+                kwargs = {k: (to_host(v) if k in operands or is_tensor(v) else v)
+                          for k, v in kwargs.items()}
                 host_r = fn(*args, **kwargs)
                 r = from_host(host_r, device)
                 limits_of = host_r
