@@ -161,6 +161,9 @@ def check_tensors(name: str, operands: list[Any], codes: bool = False,
             if x.is_complex():
                 raise TypeError(f"{name}: complex tensors are not supported (got {x.dtype}); "
                                 f"accepted: {_ACCEPTED} tensors")
+            if codes and (x.is_floating_point() or _dtype_name(x) == "bool"):
+                raise TypeError(f"{name}: codes must be an integer tensor (e.g. from "
+                                f"ff.encode), not {x.dtype}")
             if not (x.is_floating_point() or _dtype_name(x) in _VIEWABLE
                     or codes and _dtype_name(x) in ("uint16", "uint32", "uint64")):
                 raise TypeError(f"{name}: unsupported tensor dtype {x.dtype}; accepted: "
@@ -350,7 +353,7 @@ def _resolve_impl(impl: Callable[..., Any] | str) -> Callable[..., Any]:
 
 def tensor_entry(name: str, operands: tuple[str, ...],
                  device_impl: Callable[..., Any] | str | None = None,
-                 ste: bool = False) -> Callable[[F], F]:
+                 ste: bool = False, codes: bool = False) -> Callable[[F], F]:
     """Decorator: make the numpy-path function take torch tensors (the rule above).
 
     ``operands``: the names of the parameters that may hold arrays; any other keyword
@@ -366,6 +369,9 @@ def tensor_entry(name: str, operands: tuple[str, ...],
     module that imports the function's own module (``tensorcore_device`` reads
     ``tensorcore``'s model registry), which could not be imported back without an
     import cycle.
+
+    ``codes``: the tensor operands are bit patterns (``pack``, ``unpack``): float and bool
+    tensors are refused with a TypeError naming their dtype, before any widening.
 
     ``ste``: when the first operand is a tensor that requires grad, a tensor result
     carries its identity straight-through gradient, and a dataclass result keeps it
@@ -391,7 +397,7 @@ def tensor_entry(name: str, operands: tuple[str, ...],
             ops = pick(args, kwargs) + [kwargs[k] for k in extra]
             if not any(is_tensor(x) for x in ops):
                 return fn(*args, **kwargs)
-            device = check_tensors(f"floatfmt.{name}", ops,
+            device = check_tensors(f"floatfmt.{name}", ops, codes=codes,
                                    names=[p for _, p in where] + extra)
             if host_kernels_device(device):
                 args = tuple(to_host(a) if i in positions else a

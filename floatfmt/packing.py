@@ -117,7 +117,7 @@ def _codes_in(codes, f: Format) -> np.ndarray:
     return arr
 
 
-@tensor_entry("pack", ("codes",))
+@tensor_entry("pack", ("codes",), codes=True)
 def pack(codes: Values, fmt: FormatLike, *, bitorder: str = "little") -> np.ndarray:
     """Pack the codes of a format of at most 8 bits into bytes (a 1-d uint8 array).
 
@@ -186,7 +186,7 @@ def _bytes_in(data) -> np.ndarray:
     return arr.reshape(-1)
 
 
-@tensor_entry("unpack", ("data",))
+@tensor_entry("unpack", ("data",), codes=True)
 def unpack(data: bytes | bytearray | memoryview | np.ndarray, fmt: FormatLike, shape: int | tuple[int, ...], *, bitorder: str = "little") -> np.ndarray:
     """Codes of ``fmt`` (uint8, shape ``shape``) from bytes that ``pack`` wrote.
 

@@ -89,3 +89,13 @@ def test_pack_and_unpack_keep_tensors(name):
 def test_classify_refuses_tensors_with_the_way_out():
     with pytest.raises(TypeError, match=r"cannot hold.*cpu\(\)\.numpy\(\)"):
         ff.classify(torch.ones(3), "fp16")
+
+
+@pytest.mark.parametrize("dtype", ["float8_e8m0fnu", "float32", "bfloat16", "bool"])
+def test_pack_names_the_dtype_it_refuses(dtype):
+    """Float and bool tensors are not codes: the TypeError names the tensor's own dtype
+    (not the float64 it would be widened to on the way to the numpy kernels)."""
+    t = torch.ones(2).to(getattr(torch, dtype))
+    for call in (lambda: ff.pack(t, "fp4_e2m1"), lambda: ff.unpack(t, "fp4_e2m1", (2,))):
+        with pytest.raises(TypeError, match=f"integer tensor.*not torch.{dtype}"):
+            call()
