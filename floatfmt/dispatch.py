@@ -20,8 +20,8 @@ The rule, and why:
 * **Tensors on another device (CUDA)** run code written once over the array
   namespace (``floatfmt._xp``) with torch ops on that device: the rounding
   routine's general implementation (``cast``, ``encode``, ``decode``,
-  ``next_up``, ``next_down``, ``ulp``, ``pack`` and ``unpack`` on CPU tensors only,
-  and the rounding inside ``floatfmt.torch.fake_quant``), the arithmetic
+  ``next_up``, ``next_down``, ``ulp``, ``pack``, ``unpack`` and the rounding
+  inside ``floatfmt.torch.fake_quant``), the arithmetic
   (``floatfmt.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``,
   every format, fp64 and wide custom ones included, every rounding mode,
   stochastic ones included), ``sum`` in

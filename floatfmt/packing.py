@@ -40,12 +40,14 @@ FP4, a multiple of 4 for FP6): the layout ``float4_e2m1fn_x2`` tensors have.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from math import gcd
 
 import numpy as np
 
 from .codec import code_dtype
 from .dispatch import tensor_entry
+from ._xp import namespace
 from ._formats import Format, FormatLike, get_format
 from ._types import Values
 
@@ -80,6 +82,22 @@ def _group(w: int) -> tuple[int, int, np.dtype]:
     return bits // w, bits // 8, dt
 
 
+def _shifts(count: int, width: int, order: str) -> list[int]:
+    """Bit offsets of ``count`` fields of ``width`` bits in one group word: the first
+    field lowest (``"little"``) or highest (``"big"``)."""
+    return [width * (i if order == "little" else count - 1 - i) for i in range(count)]
+
+
+def _range_error(lo: int, hi: int, f: Format) -> ValueError | None:
+    """The ValueError for codes outside 0 .. 2**bits - 1 (None when they fit)."""
+    if lo >= 0 and hi < 1 << f.bits:
+        return None
+    bad = hi if hi >= 1 << f.bits else lo
+    return ValueError(f"code {bad} does not fit {f.name}: codes are 0..{(1 << f.bits) - 1} "
+                      f"({f.bits} bits; signed integer formats use two's-complement codes, "
+                      f"int4 -1 is 15)")
+
+
 def packed_nbytes(n, fmt) -> int:
     """Bytes that ``n`` codes of ``fmt`` take when packed: ``ceil(n * bits / 8)``.
 
@@ -108,16 +126,13 @@ def _codes_in(codes, f: Format) -> np.ndarray:
     elif arr.dtype.kind not in "iu":
         raise TypeError(f"codes must be integers (e.g. from ff.encode), not {arr.dtype}")
     if arr.size:
-        lo, hi = int(arr.min()), int(arr.max())
-        if lo < 0 or hi >= 1 << f.bits:
-            bad = hi if hi >= 1 << f.bits else lo
-            raise ValueError(f"code {bad} does not fit {f.name}: codes are 0..{(1 << f.bits) - 1} "
-                             f"({f.bits} bits; signed integer formats use two's-complement codes, "
-                             f"int4 -1 is 15)")
+        err = _range_error(int(arr.min()), int(arr.max()), f)
+        if err is not None:
+            raise err
     return arr
 
 
-@tensor_entry("pack", ("codes",), codes=True)
+@tensor_entry("pack", ("codes",), device_impl="floatfmt.packing:_device_pack", codes=True)
 def pack(codes: Values, fmt: FormatLike, *, bitorder: str = "little") -> np.ndarray:
     """Pack the codes of a format of at most 8 bits into bytes (a 1-d uint8 array).
 
@@ -126,9 +141,9 @@ def pack(codes: Values, fmt: FormatLike, *, bitorder: str = "little") -> np.ndar
     result has ``ceil(codes.size * bits / 8)`` bytes, laid out as the module
     docstring states (``bitorder="little"``: the first code in the least
     significant bits; ``"big"``: in the most significant); unused bits of the last
-    byte are zero.  8-bit formats pass through (one byte a code).  A CPU tensor of
-    codes gives a uint8 tensor (packed from a view of its memory); tensors on other
-    devices raise NotImplementedError (no host copy behind the caller's back).
+    byte are zero.  8-bit formats pass through (one byte a code).  An integer torch
+    tensor of codes gives a uint8 tensor on its device, packed there (CPU tensors
+    from a view of their memory).
 
     >>> pack([0x7, 0xF], "fp4_e2m1").tolist(), pack([0x7, 0xF], "fp4_e2m1", bitorder="big").tolist()
     ([247], [127])
@@ -149,16 +164,36 @@ def pack(codes: Values, fmt: FormatLike, *, bitorder: str = "little") -> np.ndar
     c = c.reshape(groups, per)
     # each group of `per` codes is one integer of per*w (<= 56) bits, then split into bytes
     word = np.zeros(groups, dt)
-    for i in range(per):
-        sh = w * i if order == "little" else w * (per - 1 - i)
+    for i, sh in enumerate(_shifts(per, w, order)):
         word |= c[:, i] << dt.type(sh)
     if nbytes == 1:
         return word[:out_len]
     out = np.empty((groups, nbytes), np.uint8)
-    for j in range(nbytes):
-        sh = 8 * j if order == "little" else 8 * (nbytes - 1 - j)
+    for j, sh in enumerate(_shifts(nbytes, 8, order)):
         out[:, j] = word >> dt.type(sh)  # the low byte (uint8 assignment keeps it)
     return out.reshape(-1)[:out_len]
+
+
+def _device_pack(codes: Any, fmt: FormatLike, *, bitorder: str = "little") -> Any:
+    """``pack`` on a tensor of any device (torch ops there, the same layout): each group
+    word is the sum of its codes shifted apart (disjoint bits), in int64."""
+    f = _packable(fmt)
+    order = _bitorder(bitorder)
+    t = namespace(codes).t
+    c = codes.reshape(-1).to(t.int64)
+    if c.numel():
+        err = _range_error(int(c.min()), int(c.max()), f)
+        if err is not None:
+            raise err
+    w, n = f.bits, c.numel()
+    if w == 8:
+        return c.to(t.uint8)
+    per, nbytes, _ = _group(w)
+    groups = -(-n // per)
+    c = t.cat([c, c.new_zeros(groups * per - n)]).reshape(groups, per)
+    word = (c << c.new_tensor(_shifts(per, w, order))).sum(1)
+    out = (word[:, None] >> c.new_tensor(_shifts(nbytes, 8, order))) & 0xFF
+    return out.to(t.uint8).reshape(-1)[:-(-n * w // 8)]
 
 
 def _shape_in(shape) -> tuple[int, ...]:
@@ -186,7 +221,7 @@ def _bytes_in(data) -> np.ndarray:
     return arr.reshape(-1)
 
 
-@tensor_entry("unpack", ("data",), codes=True)
+@tensor_entry("unpack", ("data",), device_impl="floatfmt.packing:_device_unpack", codes=True)
 def unpack(data: bytes | bytearray | memoryview | np.ndarray, fmt: FormatLike, shape: int | tuple[int, ...], *, bitorder: str = "little") -> np.ndarray:
     """Codes of ``fmt`` (uint8, shape ``shape``) from bytes that ``pack`` wrote.
 
@@ -195,7 +230,7 @@ def unpack(data: bytes | bytearray | memoryview | np.ndarray, fmt: FormatLike, s
     be zero (``ValueError`` otherwise: a wrong ``shape`` or ``bitorder`` is the
     usual cause).  Inverse of ``pack``: ``unpack(pack(c, f), f, c.shape)`` equals
     ``c`` for every valid code array.  ``ff.decode`` turns the codes into values.
-    A uint8 CPU tensor gives a uint8 tensor of codes (as ``pack``).
+    A uint8 torch tensor gives a uint8 tensor of codes on its device (as ``pack``).
 
     >>> import floatfmt as ff
     >>> unpack(bytes([0xF7]), "fp4_e2m1", (2,)).tolist()
@@ -228,15 +263,49 @@ def unpack(data: bytes | bytearray | memoryview | np.ndarray, fmt: FormatLike, s
         b = np.concatenate([b, np.zeros(groups * nbytes - b.size, np.uint8)])
     g = b.reshape(groups, nbytes).astype(dt)
     word = np.zeros(groups, dt)
-    for j in range(nbytes):
-        sh = 8 * j if order == "little" else 8 * (nbytes - 1 - j)
+    for j, sh in enumerate(_shifts(nbytes, 8, order)):
         word |= g[:, j] << dt.type(sh)
     out = np.empty((groups, per), np.uint8)
     mask = dt.type((1 << w) - 1)
-    for i in range(per):
-        sh = w * i if order == "little" else w * (per - 1 - i)
+    for i, sh in enumerate(_shifts(per, w, order)):
         out[:, i] = (word >> dt.type(sh)) & mask
     return out.reshape(-1)[:n].reshape(shp)
+
+
+def _device_unpack(data: Any, fmt: FormatLike, shape: int | tuple[int, ...], *,
+                   bitorder: str = "little") -> Any:
+    """``unpack`` on a uint8 tensor of any device (torch ops there; the checks of the
+    numpy path, with their messages)."""
+    f = _packable(fmt)
+    order = _bitorder(bitorder)
+    shp = _shape_in(shape)
+    t = namespace(data).t
+    if data.dtype != t.uint8:
+        raise TypeError(f"data must be bytes, a bytearray or a uint8 array, not {data.dtype} "
+                        f"(pack() returns uint8)")
+    b = data.reshape(-1)
+    n = int(np.prod(shp, dtype=np.int64)) if shp else 1
+    w = f.bits
+    need = -(-n * w // 8)
+    if b.numel() != need:
+        raise ValueError(f"{b.numel()} bytes do not hold shape {shp} of {f.name}: {n} codes of "
+                         f"{w} bits take {need} bytes")
+    if w == 8:
+        return b.clone().reshape(shp)
+    rem = n * w % 8
+    if rem:
+        last = int(b[-1])
+        pad = last >> rem if order == "little" else last & ((1 << (8 - rem)) - 1)
+        if pad:
+            raise ValueError(f"the last byte 0x{last:02x} has non-zero padding bits past {n} codes "
+                             f"of {f.name} (bitorder={order!r}): wrong shape or bit order?")
+    per, nbytes, _ = _group(w)
+    groups = -(-n // per)
+    g = b.to(t.int64)
+    g = t.cat([g, g.new_zeros(groups * nbytes - need)]).reshape(groups, nbytes)
+    word = (g << g.new_tensor(_shifts(nbytes, 8, order))).sum(1)
+    out = (word[:, None] >> g.new_tensor(_shifts(per, w, order))) & ((1 << w) - 1)
+    return out.to(t.uint8).reshape(-1)[:n].reshape(shp)
 
 
 @dataclass(frozen=True, repr=False)

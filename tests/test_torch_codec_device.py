@@ -22,6 +22,7 @@ CUSTOM = [ff.Format("e3m0", 3, 0), ff.Format("u5m2", 5, 2, signed=False),
 FORMATS = [ff.get_format(n) for n in ff.formats() + ff.p3109_formats()[:6]] + CUSTOM
 
 
+@np.errstate(over="ignore")
 def _inputs(f: ff.Format) -> np.ndarray:
     rng = np.random.default_rng(f.bits * 7 + f.mbits)
     codes = ff.values(f) if f.bits <= 16 else rng.standard_normal(2000)
@@ -99,3 +100,57 @@ def test_pack_names_the_dtype_it_refuses(dtype):
     for call in (lambda: ff.pack(t, "fp4_e2m1"), lambda: ff.unpack(t, "fp4_e2m1", (2,))):
         with pytest.raises(TypeError, match=f"integer tensor.*not torch.{dtype}"):
             call()
+
+
+WIDTHS = ["uint1", "int2", "e2m0", "fp4_e2m1", "e2m2", "fp6_e2m3", "e3m3", "fp8_e4m3"]
+
+
+@pytest.mark.parametrize("name", WIDTHS)
+@pytest.mark.parametrize("order", ["little", "big"])
+def test_pack_unpack_device_code_equals_numpy(name, order):
+    """The device code of pack / unpack writes the bytes the numpy path writes, for every
+    code width 1..8, both bit orders and lengths that end inside a group; unpack reads
+    them back; a wrong length, non-zero padding and out-of-range codes raise the same
+    errors on both paths."""
+    f = ff.get_format(name)
+    rng = np.random.default_rng(f.bits)
+    for n in (0, 1, 2, 3, 5, 7, 8, 9, 31, 64, 101):
+        c = rng.integers(0, 1 << f.bits, n).astype(np.uint8)
+        want = ff.pack(c, name, bitorder=order)
+        with force_namespace():
+            got = ff.pack(torch.from_numpy(c).reshape(-1, 1) if n else torch.from_numpy(c), name,
+                          bitorder=order)
+            back = ff.unpack(got, name, (n,), bitorder=order)
+        assert got.dtype == torch.uint8 and np.array_equal(got.numpy(), want)
+        assert back.dtype == torch.uint8 and np.array_equal(back.numpy(), c)
+    errors = [lambda m: m.pack(np.array([1 << f.bits]), name),
+              lambda m: m.unpack(np.zeros(3, np.uint8), name, (64,), bitorder=order)]
+    if f.bits < 8:  # a padding bit set in the last byte of 3 codes
+        pad = np.zeros(-(-3 * f.bits // 8), np.uint8)
+        pad[-1] = 0xFF
+        errors.append(lambda m: m.unpack(pad, name, (3,), bitorder=order))
+    for call in errors:
+        with pytest.raises(ValueError) as host:
+            call(_Path(False))
+        with pytest.raises(ValueError) as dev:
+            call(_Path(True))
+        assert str(host.value) == str(dev.value)
+
+
+class _Path:
+    """ff.pack / ff.unpack on numpy arrays, or on CPU tensors through the device code."""
+
+    def __init__(self, device: bool):
+        self.device = device
+
+    def _run(self, fn, data, *args, **kw):
+        if not self.device:
+            return fn(data, *args, **kw)
+        with force_namespace():
+            return fn(torch.from_numpy(np.asarray(data)), *args, **kw)
+
+    def pack(self, codes, name, **kw):
+        return self._run(ff.pack, codes, name, **kw)
+
+    def unpack(self, data, name, shape, **kw):
+        return self._run(ff.unpack, data, name, shape, **kw)

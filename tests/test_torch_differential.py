@@ -313,8 +313,8 @@ def check_same(want, got, what="result", host=False):
 
 # documented gaps: functions whose device code does not exist (dispatch's docstring);
 # next_up / next_down / ulp left this set when main gave them device code (04:23);
-# pack runs on CPU tensors only (NotImplementedError on CUDA, naming the way out)
-NO_DEVICE_CODE = {"pack"}
+# pack / unpack left it when they got device code (05:15)
+NO_DEVICE_CODE: set[str] = set()
 
 
 # Classes of discrepancy handed to their owners (/work/wt/FINDINGS.md): cases in them
@@ -420,12 +420,16 @@ def test_decode(data):
         return  # fp64 codes past int64's range: not a float64-exact operand
     op = Operand(np.array(codes, np.float64), dtype, (n,), data.draw(st.sampled_from(
         ["contig", "strided"])))
-    fn = data.draw(st.sampled_from(["decode", "pack"]), "fn")
+    fn = data.draw(st.sampled_from(["decode", "pack", "unpack"]), "fn")
     if fn == "decode":
         differential("decode", lambda c: ff.decode(c, fmt), [op])
-    else:
+    elif fn == "pack":
         order = data.draw(st.sampled_from(["little", "big"]), "bitorder")
         differential("pack", lambda c: ff.pack(c, fmt, bitorder=order), [op])
+    else:  # the bytes pack wrote, read back on the same path
+        order = data.draw(st.sampled_from(["little", "big"]), "bitorder")
+        differential("unpack", lambda c: ff.unpack(ff.pack(c, fmt, bitorder=order), fmt, (n,),
+                                                   bitorder=order), [op])
 
 
 OPS2 = ("add", "sub", "mul", "div", "minimum", "maximum")
