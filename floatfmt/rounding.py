@@ -422,14 +422,16 @@ def _overflow(r, x, mode, policy, sticky, limit, xp=NUMPY, has_inf=True, odd_inf
         return xp.where(xp.abs(r) > limit, xp.signed(special, r), r)
     if sticky is None:
         neg_special = float(np.copysign(special, -1.0))
+        # (the input's Inf, not r's: a finite x near the double's top may have rounded
+        # to +-Inf in r when scaled to the format's quantum)
         if mode == "up":  # outward above: +special; inward below: -limit, -Inf input -special
             r2 = xp.where(r > limit, special, xp.clip(r, -limit, None))
-            return xp.where(r == -np.inf, neg_special, r2)
+            return xp.where(x == -np.inf, neg_special, r2)
         if mode == "down":
             r2 = xp.where(r < -limit, neg_special, xp.clip(r, None, limit))
-            return xp.where(r == np.inf, special, r2)
+            return xp.where(x == np.inf, special, r2)
         # toward zero, odd: +-limit, an Inf input +-special
-        return xp.where(xp.isinf(r), r if inf_special else xp.signed(special, r),
+        return xp.where(xp.isinf(x), r if inf_special else xp.signed(special, r),
                         xp.clip(r, -limit, limit))
     big = xp.abs(r) > limit
     finite_in = xp.isfinite(x) if sticky is None else xp.isfinite(x) | (sticky != 0)
