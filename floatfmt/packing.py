@@ -221,6 +221,27 @@ def _bytes_in(data) -> np.ndarray:
     return arr.reshape(-1)
 
 
+def _check_packed(size: int, last_byte: Any, shp: tuple[int, ...], f: Format,
+                  order: str) -> tuple[int, int]:
+    """(codes, bits) of packed data of ``size`` bytes read as ``shp``: ValueError when the
+    size is not ``ceil(n * bits / 8)`` or the last byte's padding bits are not zero
+    (``last_byte()`` reads it; called only when there is padding)."""
+    n = int(np.prod(shp, dtype=np.int64)) if shp else 1
+    w = f.bits
+    need = -(-n * w // 8)
+    if size != need:
+        raise ValueError(f"{size} bytes do not hold shape {shp} of {f.name}: {n} codes of {w} bits "
+                         f"take {need} bytes")
+    rem = n * w % 8
+    if rem:
+        last = last_byte()
+        pad = last >> rem if order == "little" else last & ((1 << (8 - rem)) - 1)
+        if pad:
+            raise ValueError(f"the last byte 0x{last:02x} has non-zero padding bits past {n} codes of "
+                             f"{f.name} (bitorder={order!r}): wrong shape or bit order?")
+    return n, w
+
+
 @tensor_entry("unpack", ("data",), device_impl="floatfmt.packing:_device_unpack", codes=True)
 def unpack(data: bytes | bytearray | memoryview | np.ndarray, fmt: FormatLike, shape: int | tuple[int, ...], *, bitorder: str = "little") -> np.ndarray:
     """Codes of ``fmt`` (uint8, shape ``shape``) from bytes that ``pack`` wrote.
@@ -242,21 +263,9 @@ def unpack(data: bytes | bytearray | memoryview | np.ndarray, fmt: FormatLike, s
     order = _bitorder(bitorder)
     shp = _shape_in(shape)
     b = _bytes_in(data)
-    n = int(np.prod(shp, dtype=np.int64)) if shp else 1
-    w = f.bits
-    need = -(-n * w // 8)
-    if b.size != need:
-        raise ValueError(f"{b.size} bytes do not hold shape {shp} of {f.name}: {n} codes of {w} bits "
-                         f"take {need} bytes")
+    n, w = _check_packed(b.size, lambda: int(b[-1]), shp, f, order)
     if w == 8:
         return b.astype(np.uint8).reshape(shp)
-    rem = n * w % 8
-    if rem:
-        last = int(b[-1])
-        pad = last >> rem if order == "little" else last & ((1 << (8 - rem)) - 1)
-        if pad:
-            raise ValueError(f"the last byte 0x{last:02x} has non-zero padding bits past {n} codes of "
-                             f"{f.name} (bitorder={order!r}): wrong shape or bit order?")
     per, nbytes, dt = _group(w)
     groups = -(-n // per)
     if groups * nbytes != b.size:
@@ -284,21 +293,10 @@ def _device_unpack(data: Any, fmt: FormatLike, shape: int | tuple[int, ...], *,
         raise TypeError(f"data must be bytes, a bytearray or a uint8 array, not {data.dtype} "
                         f"(pack() returns uint8)")
     b = data.reshape(-1)
-    n = int(np.prod(shp, dtype=np.int64)) if shp else 1
-    w = f.bits
+    n, w = _check_packed(b.numel(), lambda: int(b[-1]), shp, f, order)
     need = -(-n * w // 8)
-    if b.numel() != need:
-        raise ValueError(f"{b.numel()} bytes do not hold shape {shp} of {f.name}: {n} codes of "
-                         f"{w} bits take {need} bytes")
     if w == 8:
         return b.clone().reshape(shp)
-    rem = n * w % 8
-    if rem:
-        last = int(b[-1])
-        pad = last >> rem if order == "little" else last & ((1 << (8 - rem)) - 1)
-        if pad:
-            raise ValueError(f"the last byte 0x{last:02x} has non-zero padding bits past {n} codes "
-                             f"of {f.name} (bitorder={order!r}): wrong shape or bit order?")
     per, nbytes, _ = _group(w)
     groups = -(-n // per)
     g = b.to(t.int64)

@@ -21,12 +21,13 @@ import pytest
 
 import floatfmt as ff
 from floatfmt.dispatch import force_namespace
-from floatfmt.rounding import MODES, OVERFLOWS, STOCHASTIC, resolve_overflow
+from floatfmt.rounding import MODES, STOCHASTIC
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from test_cast_oracle import CUSTOM, fmt_of  # noqa: E402
+from test_torch import policies  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -44,17 +45,6 @@ class HostReads(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _policies(f):
-    out = []
-    for p in OVERFLOWS:
-        try:
-            resolve_overflow(p, f)
-        except ValueError:
-            continue
-        out.append(p)
-    return out
-
-
 @pytest.mark.parametrize("name", ff.formats() + CUSTOM)
 def test_cast_on_the_device_path_reads_nothing_back(name):
     f = fmt_of(name)
@@ -62,7 +52,7 @@ def test_cast_on_the_device_path_reads_nothing_back(name):
                   np.nan, 448.0, 465.0, -70000.0, 2.0 ** -140, 0.1, 127.5, -128.5])
     t = torch.from_numpy(x)
     reads = {}
-    for pol in _policies(f):
+    for pol in policies(f):
         for mode in MODES:
             kw = {}
             if mode in STOCHASTIC:
