@@ -2,8 +2,9 @@
 ``ff.cast`` on CPU tensors, against the numpy path, per format (issue 11 item 7).
 
 Slow (tens of minutes per format on one core): it runs only when selected with
-``python -m pytest -m slow tests/test_torch_sweep.py``.  The default run holds the
-2**24-pattern sample spread over all 2**32 (tests/test_torch.py).  Options through
+``python -m pytest -m slow tests/test_torch_sweep.py``.  The default run holds a
+2**20-pattern sample spread over all 2**32, on both paths, nearest-even and toward
+zero (tests/test_torch.py), and 2**16 spread patterns in three modes with daz.  Options through
 the environment: ``FLOATFMT_SWEEP_FORMATS`` (comma-separated names; default every
 registry format), ``FLOATFMT_SWEEP_MODES`` (default ``nearest_even``),
 ``FLOATFMT_SWEEP_CHUNK`` (log2 of the chunk size, default 22).  Each format prints
