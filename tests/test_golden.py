@@ -338,7 +338,7 @@ def numpy_digest(d: Digest) -> None:  # noqa: C901 - one list of calls
 
 def torch_digest(d: Digest, torch) -> None:
     """CPU tensors: through the NumPy kernels and forced through the namespace code."""
-    from floatfmt.dispatch import force_namespace
+    from floatfmt.backend.dispatch import force_namespace
 
     for path in ("host", "namespace"):
         with force_namespace(path == "namespace"):
