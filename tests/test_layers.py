@@ -1,13 +1,14 @@
 """The layer contract of DESIGN.md, checked on the source: imports only point down.
 
-Every module of the package belongs to one layer (the table below). A module may import
+Every module of the package belongs to one layer: its folder (FOLDERS below, lowest first;
+a module at the package root is listed in ROOT). A module may import
 modules of its own layer or of a lower one, never of a higher one; the import graph
 between modules has no cycle (imports inside functions included: a lazy upward import is
 still an upward dependency); and no module imports another module's private name (one
 that starts with an underscore): what two modules share is a documented internal API.
 
-A new module must be given a layer here, so the test fails until someone decides where
-it belongs.
+A new module goes in the folder of its layer; a new folder or root module must be added
+here, so the test fails until someone decides where it belongs.
 """
 
 from __future__ import annotations
@@ -17,74 +18,26 @@ import pathlib
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "floatfmt"
 
-# Lowest first. ``floatfmt`` itself (``__init__``) is the public face and sits above all.
-LAYERS = ["core", "arithmetic", "lab", "torch", "gpu", "teach"]
-
-LAYER_OF_PREFIX = {
-    # core: formats, the one rounding routine, exact intake, codec, cast, info
-    "floatfmt._version": "core",
-    "floatfmt.core.types": "core",
-    "floatfmt.core.names": "core",
-    "floatfmt.core.formats": "core",
-    "floatfmt.core.rounding": "core",
-    "floatfmt.core.intake": "core",
-    "floatfmt.core.codec": "core",
-    "floatfmt.core.cast": "core",
-    "floatfmt.core.info": "core",
-    "floatfmt.core.block_formats": "core",
-    "floatfmt.core.packing": "core",
-    "floatfmt.core.flags": "core",
-    "floatfmt.core.threads": "core",
-    # arithmetic: error-free transformations, ops, arrays, accumulation, matrix units
-    "floatfmt.arith.eft": "arithmetic",
-    "floatfmt.arith.ops": "arithmetic",
-    "floatfmt.arith.ops_device": "arithmetic",
-    "floatfmt.arith.fparray": "arithmetic",
-    "floatfmt.arith.accumulate": "arithmetic",
-    "floatfmt.arith.matrixunit.tensorcore": "arithmetic",
-    "floatfmt.arith.matrixunit.fdpa": "arithmetic",
-    "floatfmt.arith.matrixunit.tensorcore_device": "arithmetic",
-    "floatfmt.arith.matrixunit.fdpa_device": "arithmetic",
-    "floatfmt.arith.accumulate_device": "arithmetic",
-    "floatfmt.arith.eft_device": "arithmetic",
-    # lab: quantisation, block scaling, loss scaling, training
-    "floatfmt.scaling.quotients": "lab",
-    "floatfmt.scaling.quantized_tensor": "lab",
-    "floatfmt.scaling.scales": "lab",
-    "floatfmt.scaling.tiles": "lab",
-    "floatfmt.scaling.mx_nvfp4": "lab",
-    "floatfmt.scaling.quantize": "lab",
-    "floatfmt.scaling.quantized_tensor_device": "lab",
-    "floatfmt.scaling.quantize_device": "lab",
-    "floatfmt.scaling.int_gemm": "lab",
-    "floatfmt.training.delayed_scaling": "lab",
-    "floatfmt.training.loss_scaling": "lab",
-    "floatfmt.training.mx_gemms": "lab",
-    "floatfmt.training.loop": "lab",
-    "floatfmt.training.recipes": "lab",
-    "floatfmt.scaling.p3109_blocks": "lab",
-    # torch: the optional array backend for tensors
-    "floatfmt.torch": "torch",
-    "floatfmt.backend.namespace": "core",
-    "floatfmt.backend.dispatch": "core",
-    # gpu: capture and comparison with real hardware
-    "floatfmt.gpu": "gpu",
-    # teach: explanations, figures, the tour, the course, the command line, the explorer
-    "floatfmt.teach.numtext": "teach",
-    "floatfmt.teach.explain.value": "teach",
-    "floatfmt.teach.explain.html": "teach",
-    "floatfmt.teach.explain.array": "teach",
-    "floatfmt.teach.explain.block": "teach",
-    "floatfmt.teach.explain.entry": "teach",
-    "floatfmt.teach.compare": "teach",
-    "floatfmt.teach.explorer_widget": "teach",
-    "floatfmt.teach.plot": "teach",
-    "floatfmt.teach.tour": "teach",
-    "floatfmt.course": "teach",
-    "floatfmt.cli": "teach",
-    "floatfmt.teach.explorer": "teach",
-    "floatfmt.teach.quantization_demo": "teach",
-}
+# The layers, lowest first: a module's layer is its folder (sub-folders belong to the
+# folder above them: ``arith/matrixunit/`` is ``arith``); folders on one line are one layer.
+# CONTRIBUTING.md's module map says what goes in each.
+LAYER_FOLDERS = [
+    ("backend",),           # the array namespace and tensor dispatch (names torch, lazily)
+    ("core",),              # formats, the rounding routine, exact intake, cast, info, codec, packing, flags, threads
+    ("arith",),             # error-free transformations, ops, FPArray, accumulation, matrixunit/
+    ("scaling",),           # quantize, QuantizedTensor, scales, tiles, MX / NVFP4, P3109 blocks, int GEMM
+    ("training",),          # loss and delayed scaling, GEMM recipes, MX training GEMMs, the loop
+    ("torch",),             # the optional torch layer (imports torch)
+    ("gpu",),               # capture and comparison with real hardware
+    ("teach", "course"),    # explain/, compare, plot, tour, explorer, demos; the graded course
+]
+FOLDERS = [f for layer in LAYER_FOLDERS for f in layer]
+LAYER_OF_FOLDER = {f: layer[0] for layer in LAYER_FOLDERS for f in layer}
+# Modules at the package root (at most 12): the version sits below everything; the
+# public face (``__init__``), the command line and the shims of documented paths above.
+ROOT = {"_version": "base", "__init__": "api", "cli": "api", "plot": "api", "threads": "api"}
+LAYERS = ["base", *(layer[0] for layer in LAYER_FOLDERS), "api"]
+MAX_ROOT_MODULES = 12
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -99,13 +52,14 @@ MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 def _layer(module: str) -> str | None:
-    """The layer of a module: the longest matching prefix in the table."""
-    best = None
-    for prefix, layer in LAYER_OF_PREFIX.items():
-        if module == prefix or module.startswith(prefix + "."):
-            if best is None or len(prefix) > len(best[0]):
-                best = (prefix, layer)
-    return None if best is None else best[1]
+    """The layer of a module: its top folder under floatfmt/, or ROOT's entry for a
+    module at the package root."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "api"  # the package itself
+    if MODULES[module].parent == PACKAGE:
+        return ROOT.get(parts[1])
+    return LAYER_OF_FOLDER.get(parts[1])
 
 
 def _resolve(module: str, node: ast.ImportFrom) -> str:
@@ -141,8 +95,25 @@ def _imports(module: str) -> list[tuple[str, str | None, int]]:
 
 
 def test_every_module_has_a_layer():
+    """Every folder of the package is a layer of FOLDERS, every root module is in ROOT."""
+    folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert sorted(FOLDERS) == folders, f"FOLDERS of tests/test_layers.py vs the package's folders: {folders}"
     missing = [m for m in MODULES if m != "floatfmt" and _layer(m) is None]
-    assert not missing, f"give these modules a layer in tests/test_layers.py: {missing}"
+    assert not missing, (f"put these modules in a layer folder (or, for a root module, in ROOT of "
+                         f"tests/test_layers.py): {missing}")
+
+
+def test_the_root_stays_small():
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules at the package root: {root}"
+
+
+def test_layer_of_reads_the_folder():
+    assert _layer("floatfmt.core.rounding") == "core"
+    assert _layer("floatfmt.arith.matrixunit.tensorcore") == "arith"
+    assert _layer("floatfmt._version") == "base" and _layer("floatfmt.cli") == "api"
+    assert _layer("floatfmt.course.registry") == _layer("floatfmt.teach.plot") == "teach"
+    assert LAYERS.index("core") < LAYERS.index("arith") < LAYERS.index("teach")
 
 
 def test_imports_point_down():
@@ -197,8 +168,8 @@ def test_no_import_cycles():
 
 
 # Modules that still share a public function's name: none. The test fails when a clash
-# appears (the teaching module ``explain`` once hid ``ff.explain``; it is now split into
-# ``explanation``, ``explaining``, ``block_explanation``, ``comparison`` ...).
+# appears (the teaching module ``explain`` once hid ``ff.explain``; the explanations now
+# live in ``teach/explain/``, below the package root, where no public name can hide them).
 KNOWN_CLASHES: set[str] = set()
 
 
