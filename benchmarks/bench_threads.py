@@ -135,7 +135,7 @@ def main(argv=None):
     x = data(n)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{usable_cores()} usable cores, {N} threads against 1; block {threads.BLOCK:,} "
-          f"elements, chunk {rounding._CHUNK:,}; load average {load:.1f}; best of {rep}")
+          f"elements, chunk {rounding.CHUNK:,}; load average {load:.1f}; best of {rep}")
     dst = np.empty_like(x)
     t_copy = paired([lambda: np.copyto(dst, x)], rep)[0]
     print(f"np.copyto of {n:,} float64 (one thread): {t_copy * 1e3:.2f} ms\n")
@@ -222,7 +222,7 @@ def main(argv=None):
     print(f"\npeak extra memory (tracemalloc, beyond input and result) on {m:,} elements")
     xm = np.nan_to_num(data(m, 7))
     xmb = ff.cast(xm, "bf16")
-    chunk = 8 * rounding._CHUNK
+    chunk = 8 * rounding.CHUNK
     mem_paths = [("cast fp8_e4m3", lambda: ff.cast(xm, "fp8_e4m3")),
                  ("encode bf16", lambda: ff.encode(xm, "bf16")),
                  ("add bf16", lambda: ff.add(xmb, xmb, "bf16")),

@@ -158,7 +158,7 @@ def test_float64_inputs_match_mpfr(name, monkeypatch):
             runs = [("", x, ff.cast(x, f, mode, overflow=pol), want[pol]),
                     (" finite", x[fin], ff.cast(x[fin], f, mode, overflow=pol), want[pol][fin])]
             with monkeypatch.context() as mp:
-                mp.setattr(rounding, "_plan", lambda *a: None)
+                mp.setattr(rounding, "fast_plan", lambda *a: None)
                 runs.append((" general", x, ff.cast(x, f, mode, overflow=pol), want[pol]))
             for label, xs, got, exp in runs:
                 bad = mismatches(got, exp)
@@ -225,7 +225,7 @@ def test_integer_formats_match_exact_rounding(name, pol, monkeypatch):
     for mode in MODES:
         want = O.round_many(x, f, mode, overflow=pol)
         with monkeypatch.context() as mp:
-            mp.setattr(rounding, "_plan", lambda *a: None)
+            mp.setattr(rounding, "fast_plan", lambda *a: None)
             general = ff.cast(x, f, mode, overflow=pol)
         for label, got, exp, xs in [("all", ff.cast(x, f, mode, overflow=pol), want, x),
                                     ("finite", ff.cast(x[fin], f, mode, overflow=pol), want[fin], x[fin]),
@@ -285,7 +285,7 @@ def test_exact_fractions_match_mpfr(name, monkeypatch):
         want = O.round_many(pts, f, mode, overflow=policies(f))
         for pol in policies(f):
             with monkeypatch.context() as mp:
-                mp.setattr(rounding, "_plan", lambda *a: None)
+                mp.setattr(rounding, "fast_plan", lambda *a: None)
                 general = round_exact(ex, f, mode, pol)
             for label, got, exp in [("all", round_exact(ex, f, mode, pol), want[pol]),
                                     ("finite", round_exact(ex_fin, f, mode, pol), want[pol][fin]),
@@ -458,7 +458,7 @@ def test_sticky_inputs_fast_path_equals_general_path(name, monkeypatch):
         for pol in (["saturate", "wrap"] if f.kind == "int" else policies(f)):
             fast = rounding.round_values(x, f, mode, pol, sticky=sticky)
             with monkeypatch.context() as mp:
-                mp.setattr(rounding, "_plan", lambda *a: None)
+                mp.setattr(rounding, "fast_plan", lambda *a: None)
                 ref = rounding.round_values(x, f, mode, pol, sticky=sticky)
             bad = mismatches(fast, ref)
             assert not bad.any(), (name, mode, pol, x[bad][:4], sticky[bad][:4], fast[bad][:4], ref[bad][:4])
@@ -511,7 +511,7 @@ def test_overflow_signs_every_policy_and_mode(name, monkeypatch):
             got = ff.cast(x, f, mode, overflow=pol, rng=3)
             codes = ff.encode(x, f, mode, overflow=pol, rng=3) if f.signed else None
             with monkeypatch.context() as mp:
-                mp.setattr(rounding, "_plan", lambda *a: None)
+                mp.setattr(rounding, "fast_plan", lambda *a: None)
                 ref = ff.cast(x, f, mode, overflow=pol, rng=3)
                 ref_codes = ff.encode(x, f, mode, overflow=pol, rng=3) if f.signed else None
             label = f"{name} {mode} overflow={pol}"

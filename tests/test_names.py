@@ -13,7 +13,7 @@ import floatfmt as ff
 from floatfmt.core.names import close_matches, did_you_mean, unknown_name
 from floatfmt.arith.accumulate import ORDERS
 from floatfmt.course.registry import exercise, exercises
-from floatfmt.core.rounding import _MODE_ALIASES, MODES, OVERFLOWS
+from floatfmt.core.modes import MODE_ALIASES as _MODE_ALIASES, MODES, OVERFLOWS
 from floatfmt.arith.matrixunit.tensorcore import get_model
 
 PACKAGE = pathlib.Path(ff.__file__).resolve().parent

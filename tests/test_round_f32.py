@@ -1,4 +1,4 @@
-"""The binary32 plan of the rounding routine (``rounding._Kind.F32``: IEEE binary32,
+"""The binary32 plan of the rounding routine (``rounding_fast._Kind.F32``: IEEE binary32,
 nearest-even, Inf past the range, done by numpy's float64 -> float32 conversion) against
 the MPFR oracle on the values where a conversion could go wrong (ties in every binade,
 subnormal ties, the overflow boundary, float64 subnormals, signed zeros, Inf, NaN), the
@@ -14,7 +14,7 @@ import pytest
 import floatfmt as ff
 from conftest import all_same, mpfr as O
 
-rounding = importlib.import_module("floatfmt.core.rounding")
+rounding_fast = importlib.import_module("floatfmt.core.rounding_fast")
 F32 = ff.get_format("fp32")
 
 
@@ -34,17 +34,17 @@ def _edges() -> np.ndarray:
 
 
 def test_binary32_requests_take_the_conversion_plan():
-    p = rounding._plan(F32, "nearest_even", "inf", None)
-    assert p.kind is rounding._Kind.F32 and p.alt.kind is rounding._Kind.FLOAT
+    p = rounding_fast.fast_plan(F32, "nearest_even", "inf", None)
+    assert p.kind is rounding_fast._Kind.F32 and p.alt.kind is rounding_fast._Kind.FLOAT
     for mode, policy in [("toward_zero", "inf"), ("nearest_even", "saturate"),
                          ("nearest_away", "inf")]:
-        assert rounding._plan(F32, mode, policy, None).kind is rounding._Kind.FLOAT
+        assert rounding_fast.fast_plan(F32, mode, policy, None).kind is rounding_fast._Kind.FLOAT
 
 
 @pytest.mark.parametrize("plan", ["f32", "float"])
 def test_binary32_edges_against_mpfr(plan, monkeypatch):
     if plan == "float":
-        monkeypatch.setattr(rounding, "_f32_keeps_subnormals", lambda: False)
+        monkeypatch.setattr(rounding_fast, "_f32_keeps_subnormals", lambda: False)
     x = _edges()
     got = ff.cast(x, "fp32")
     want = np.array([O.round_one(float(v), F32) for v in x])
@@ -64,11 +64,11 @@ def test_flushing_fpu_takes_the_float_plan():
     if not torch.set_flush_denormal(True):
         pytest.skip("this CPU has no flush-to-zero control")
     try:
-        assert not rounding._f32_keeps_subnormals()
+        assert not rounding_fast._f32_keeps_subnormals()
         x = _edges()
         got = ff.cast(x, "fp32")
     finally:
         torch.set_flush_denormal(False)
-    assert rounding._f32_keeps_subnormals()
+    assert rounding_fast._f32_keeps_subnormals()
     want = np.array([O.round_one(float(v), F32) for v in x])
     assert all_same(got, want)

@@ -16,7 +16,7 @@ import pytest
 
 import floatfmt as ff
 from floatfmt.arith import accumulate, ops
-from floatfmt.core import codec, rounding, threads
+from floatfmt.core import codec, rounding, rounding_fast, threads
 from floatfmt.arith.matrixunit import tensorcore
 from floatfmt.core.rounding import STOCHASTIC
 
@@ -54,7 +54,8 @@ def small_blocks(monkeypatch):
     """Blocks of 2**12 elements, parts of 3 blocks and chunks of 2**11, small row tiles:
     many blocks, parts and tiles on small arrays."""
     monkeypatch.setattr(threads, "BLOCK", 1 << 12)
-    monkeypatch.setattr(rounding, "_CHUNK", 1 << 11)
+    monkeypatch.setattr(rounding, "CHUNK", 1 << 11)  # the chunk loop
+    monkeypatch.setattr(rounding_fast, "CHUNK", 1 << 11)  # its buffers
     monkeypatch.setattr(codec, "_CHUNK", 1 << 11)
     monkeypatch.setattr(ops, "_OP_CHUNK", 1 << 11)
     monkeypatch.setattr(ops, "_FAST_CHUNK", 1 << 11)
@@ -365,7 +366,7 @@ def test_peak_memory_bounded_by_chunks_times_threads(what):
           "next_up": lambda v: ff.next_up(v, "bf16")}[what]
     v = a if what == "add" else x
     # bytes of a float64 chunk
-    chunk = 8 * max(rounding._CHUNK, codec._CHUNK, ops._OP_CHUNK, ops._FAST_CHUNK)
+    chunk = 8 * max(rounding.CHUNK, codec._CHUNK, ops._OP_CHUNK, ops._FAST_CHUNK)
     for t in (1, 2, 3):
         with ff.limit_threads(t):
             fn(v[: 6 * threads.BLOCK])  # warm the threads' scratch buffers

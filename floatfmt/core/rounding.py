@@ -13,13 +13,13 @@ sticky flag decide the rounding.  The rounded integer times ``q`` is exact.
 The exponent range is unbounded while rounding, so overflow is judged on the
 rounded value as IEEE 754 requires.  Integers use ``q = 1``.
 
-Two implementations of that one rule live here.  ``_fast_chunk`` handles
+Two implementations of that one rule: ``rounding_fast.fast_chunk`` handles
 float64 input without a sticky part (the common case) with a handful of
 in-place numpy passes over cache-sized chunks: ``q`` and ``1/q`` are built
 from the exponent bits, one of ``rint``/``trunc``/``ceil``/``floor`` rounds,
 and overflow is found with reductions, a clip, or (for Inf) a scaling that
 makes exactly the values past the format overflow the double.
-``_general_chunk`` handles everything (sticky input, unusual formats, Inf in
+``_general_chunk`` (here) handles everything (sticky input, unusual formats, Inf in
 nearest-away or stochastic chunks) with explicit fraction tests.  The oracle
 tests run every case through both.
 
@@ -45,18 +45,12 @@ tensors: a ``bool(t.any())`` stalls a GPU and stops ``torch.compile(fullgraph=Tr
 tests/test_torch_namespace_cost.py checks that for every format, mode and policy.
 """
 
-# size: the one rounding routine: its general path, the fast path that must stay bit-identical
-# to it, and decide (which reads the routine's decisions) share private helpers; keeping
-# them in one module keeps a second statement of the rule from growing elsewhere
+# size: the general routine and its tensor path are one rule over the namespace (the chunk
+# loop, the rounding of a chunk, overflow, subnormals); the fast plan, the modes and decide
+# are their own modules (rounding_fast, modes, decision)
 from __future__ import annotations
 
-import enum
-import math
-import struct
-import threading
 from contextvars import ContextVar
-from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
@@ -64,108 +58,18 @@ from ..backend.namespace import NUMPY, is_tensor, namespace
 from ..backend.dispatch import from_host, host_kernels, to_host
 from .formats import Format
 from . import threads
-from .names import unknown_name
+from .modes import (CHUNK, MODE_ALIASES, MODES, OVERFLOWS, P3109_SR, STOCHASTIC, make_rng,  # noqa: F401
+                    resolve_mode, resolve_overflow)
+from .rounding_fast import chunk_buffers, fast_chunk, fast_plan, sticky_ok
 
 __all__ = ["MODES", "OVERFLOWS", "STOCHASTIC", "resolve_mode", "resolve_overflow", "make_rng",
-           "round_values", "Decision", "decide", "resid_class", "OBSERVER"]
+           "round_values", "resid_class", "OBSERVER", "round_chunk", "daz_flush"]
 
 #: Set only inside a ``floatfmt.flags()`` block (by ``floatfmt.core.flags``): a callable that
 #: ``round_values`` calls after each rounding as ``observer(x, fmt, mode, policy, ftz,
 #: daz_below, sticky, result)`` (sticky: the remainder class array or None).  None (the
 #: default) costs one lookup per call.
 OBSERVER: ContextVar = ContextVar("floatfmt_rounding_observer", default=None)
-
-MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic",
-         "stochastic_a", "stochastic_b", "stochastic_c")
-# Every stochastic mode: floatfmt's own, and IEEE P3109's variants A, B, C (section 4.7.4),
-# which need sr_bits = N and decide from N-bit random integers R (see ``_away``).
-STOCHASTIC = ("stochastic", "stochastic_a", "stochastic_b", "stochastic_c")
-_P3109_SR = STOCHASTIC[1:]
-_MODE_ALIASES = {
-    "rne": "nearest_even", "rn": "nearest_even", "nearest": "nearest_even",
-    "rna": "nearest_away", "rtz": "toward_zero", "rz": "toward_zero", "trunc": "toward_zero",
-    "rup": "up", "ru": "up", "ceil": "up", "rdn": "down", "rd": "down", "floor": "down",
-    "rto": "odd", "ro": "odd", "sr": "stochastic",
-    "sr_a": "stochastic_a", "sr_b": "stochastic_b", "sr_c": "stochastic_c",
-    "stochastica": "stochastic_a", "stochasticb": "stochastic_b", "stochasticc": "stochastic_c",
-    # P3109 (section 4.2) names
-    "nearesttieseven": "nearest_even", "nearesttiestoeven": "nearest_even",
-    "nearesttiestoaway": "nearest_away", "towardzero": "toward_zero",
-    "towardpositive": "up", "towardnegative": "down", "toodd": "odd",
-}
-OVERFLOWS = ("inf", "saturate", "nan", "wrap", "propagate", "satnone")
-# IEEE P3109 saturation modes (section 4.7.5) under floatfmt's policy names:
-# SatFinite is "saturate", SatPropagate is "propagate", SatNone is "satnone".
-_OVERFLOW_ALIASES = {"satfinite": "saturate", "sat_finite": "saturate",
-                     "satpropagate": "propagate", "sat_propagate": "propagate",
-                     "sat_none": "satnone"}
-
-_CHUNK = 1 << 17
-
-
-def resolve_mode(mode) -> str:
-    """Canonical rounding-mode name for a name or alias (``"rne"`` -> ``"nearest_even"``)."""
-    if not isinstance(mode, str):
-        raise TypeError(f"rounding must be a string, not {type(mode).__name__}")
-    key = mode.strip().lower()
-    if key in MODES:
-        return key
-    if key in _MODE_ALIASES:
-        return _MODE_ALIASES[key]
-    raise unknown_name("rounding mode", mode, MODES, also=_MODE_ALIASES)
-
-
-def resolve_overflow(overflow, fmt: Format) -> str:
-    """The overflow policy to use for ``fmt`` (``None`` -> the format's own default).
-
-    ``inf``: values past max become +-Inf where IEEE 754 would (nearest modes, and
-    the directed mode pointing away); other directed modes give +-max.
-    ``nan``: the same, with NaN where ``inf`` would give Inf.
-    ``saturate``: +-max for every overflow, Inf inputs included (PTX ``.satfinite``;
-    IEEE P3109 SatFinite, alias ``satfinite``).
-    ``propagate``: finite values past the range give +-max, +-Inf inputs stay +-Inf
-    where the format has them, else +-max (P3109 SatPropagate, alias ``satpropagate``).
-    ``satnone``: P3109 SatNone (section 4.7.5): ``inf`` on formats with Inf, except
-    that round-to-odd overflows to whichever of max and Inf has an odd code (Inf in
-    a signed P3109 format, whose Inf is 0x7F; max in IEEE and unsigned P3109
-    formats, so IEEE formats see exactly ``inf``); ``saturate`` on formats without
-    Inf.  The default of the P3109 formats.
-    ``wrap``: integers only, two's complement wrap-around.
-
-    Unsigned P3109 formats have MinFinite 0 and take negative values as out of
-    range below: ``saturate`` and ``propagate`` give 0, the others NaN, except
-    ``toward_zero`` and ``up`` (which point back into the range) give 0 for a
-    finite input (P3109 section 4.7.5).
-    """
-    if overflow is None:
-        return fmt.default_overflow
-    if not isinstance(overflow, str):
-        raise TypeError(f"overflow must be a string or None, not {type(overflow).__name__}")
-    key = overflow.strip().lower()
-    key = _OVERFLOW_ALIASES.get(key, key)
-    if key not in OVERFLOWS:
-        raise unknown_name("overflow policy", overflow, OVERFLOWS + ("None",), also=_OVERFLOW_ALIASES)
-    if key in ("propagate", "satnone") and fmt.kind != "float":
-        raise ValueError(f"overflow={key!r} applies to float formats only; {fmt.name} is an "
-                         "integer format (valid: 'saturate', 'wrap')")
-    if key == "inf" and not fmt.inf:
-        raise ValueError(f"{fmt.name} has no Inf, so overflow='inf' is impossible; "
-                         "use 'saturate'" + (" or 'nan'" if fmt.has_nan else ""))
-    if key == "nan" and not fmt.has_nan:
-        raise ValueError(f"{fmt.name} has no NaN, so overflow='nan' is impossible; use 'saturate'")
-    if key == "wrap" and fmt.kind != "int":
-        raise ValueError("overflow='wrap' applies to integer formats only")
-    return key
-
-
-def make_rng(rng):
-    """A ``numpy.random.Generator`` from a Generator, a seed, or None (fresh entropy)."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if rng is None or isinstance(rng, (int, np.integer)):
-        return np.random.default_rng(rng)
-    raise TypeError(f"rng must be a numpy Generator, an int seed or None, not {type(rng).__name__}")
-
 
 # ---------------------------------------------------------------------------------------------
 def _scales(x, fmt: Format, xp=NUMPY):
@@ -200,7 +104,7 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, 
     Stochastic rounding needs the remainder itself: ``resid`` (see
     ``round_values``) with ``shift`` = log2(quantum / the float64's ulp).
     ``odd``: the mask of odd codes of t where that is not t's own parity (P3109
-    with P = 1, see ``_round_chunk``); None means t's parity.
+    with P = 1, see ``round_chunk``); None means t's parity.
     """
     if mode == "toward_zero":
         return xp.falses(y)
@@ -224,7 +128,7 @@ def _away(mode, y, t, sticky, fine, rand, sr_bits, neg, resid=None, shift=None, 
         if mode == "down":
             return inexact & neg
         return inexact & ~(_odd(t, xp) if odd is None else odd)
-    if mode in _P3109_SR:
+    if mode in P3109_SR:
         return _p3109_sr_away(mode, f, rand, int(sr_bits), resid, shift, xp)
     if mode == "stochastic":
         if resid is None:
@@ -311,7 +215,7 @@ def _sr_threshold(f, resid, shift, sr_bits, xp=NUMPY):
     return xp.floor(f * float(1 << n)) + xp.tofloat(R >> d)
 
 
-def _round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws=None):
+def round_chunk(x, fmt, mode, sticky, rng, sr_bits, resid=None, xp=NUMPY, draws=None):
     """Round x (float64, any sign) with an unbounded exponent range.
 
     ``draws``: the random numbers of a stochastic mode (integers in [0, 2**sr_bits), as
@@ -535,7 +439,7 @@ def round_values(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=Fals
     Returns a float64 array of values of ``fmt`` (NaN where the result is NaN,
     also for formats that cannot encode NaN).
 
-    The work is done in chunks of ``_CHUNK`` elements, so the extra memory is a
+    The work is done in chunks of ``CHUNK`` elements, so the extra memory is a
     few chunk-sized buffers (per thread) whatever the size of x.  Above one block
     (``threads.BLOCK`` elements) the blocks run on threads (``floatfmt.core.threads``);
     stochastic rounding then draws each block's random bits from a generator keyed
@@ -574,7 +478,7 @@ def _check_sr(mode, sr_bits):
     if sr_bits is not None and not (isinstance(sr_bits, (int, np.integer))
                                     and not isinstance(sr_bits, bool) and 1 <= sr_bits <= 52):
         raise ValueError(f"sr_bits must be an integer in 1..52, not {sr_bits!r}")
-    if mode in _P3109_SR and sr_bits is None:
+    if mode in P3109_SR and sr_bits is None:
         raise ValueError(f"rounding={mode!r} (IEEE P3109 stochastic rounding) needs sr_bits=N, "
                          "the number of random bits (an integer in 1..52)")
 
@@ -644,7 +548,7 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
     if mode in STOCHASTIC:
         rng = xp.generator(rng, x)
     if daz_below is not None:
-        x, _, _ = _daz(x, None, None, daz_below, xp)
+        x, _, _ = daz_flush(x, None, None, daz_below, xp)
     if resid is not None:
         resid = xp.t.broadcast_to(resid, x.shape)
     if x.device.type != "cpu" or x.numel() <= _TORCH_CHUNK:
@@ -678,23 +582,23 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf=
 
         threads.run_blocks(n, work, rng if (mode in STOCHASTIC and draws is None) else None)
         return
-    plan = _plan(fmt, mode, policy, sr_bits) if draws is None else None
-    bufs = _buffers() if plan is not None else None
+    plan = fast_plan(fmt, mode, policy, sr_bits) if draws is None else None
+    bufs = chunk_buffers() if plan is not None else None
     alias = plan is not None and np.may_share_memory(xf, res)
-    for i in range(0, n, _CHUNK):
-        j = min(i + _CHUNK, n)
+    for i in range(0, n, CHUNK):
+        j = min(i + CHUNK, n)
         xc, o = xf[i:j], res[i:j]
         sc = None if sf is None else sf[i:j]
         rc = None if rf is None else rf[i:j]
         if daz_below is not None:
-            xc, sc, rc = _daz(xc, sc, rc, daz_below)
+            xc, sc, rc = daz_flush(xc, sc, rc, daz_below)
         if sc is not None and not sc.any():
             sc = rc = None
-        if plan is not None and (sc is None or _sticky_ok(xc, plan)):
+        if plan is not None and (sc is None or sticky_ok(xc, plan)):
             if alias:  # out is x: keep the chunk's input while o is overwritten
                 np.copyto(bufs.x[:j - i], xc)
                 xc = bufs.x[:j - i]
-            if _fast_chunk(xc, o, plan, rng, bufs, sc):
+            if fast_chunk(xc, o, plan, rng, bufs, sc):
                 if ftz:
                     _flush(o, fmt)
                 continue
@@ -702,7 +606,7 @@ def _round_all(xf, sf, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits, rf=
         o[...] = _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc, draws=dc)
 
 
-def _daz(xc, sc, rc, daz_below, xp=NUMPY):
+def daz_flush(xc, sc, rc, daz_below, xp=NUMPY):
     """Inputs with ``|x| < daz_below`` replaced by zero of their sign (sticky cleared)."""
     tiny = xp.abs(xc) < daz_below
     if xp.some(tiny):
@@ -717,7 +621,7 @@ def _daz(xc, sc, rc, daz_below, xp=NUMPY):
 def _general_chunk(xc, sc, fmt, mode, policy, ftz, rng, sr_bits, rc=None, xp=NUMPY, draws=None):
     """Any format, any input (sticky included): the reference implementation, written
     once for every array namespace ``xp`` (numpy arrays, torch tensors)."""
-    r = _round_chunk(xc, fmt, mode, sc, rng, sr_bits, rc, xp, draws)
+    r = round_chunk(xc, fmt, mode, sc, rng, sr_bits, rc, xp, draws)
     if fmt.kind == "int":
         return _int_finish(r, fmt, policy, xp)
     p3109_unsigned = fmt.rules == "p3109" and not fmt.signed
@@ -771,665 +675,3 @@ def _flush(r, fmt, xp=NUMPY):
     if xp.any(sub):
         r[sub] = np.copysign(0.0, r[sub]) if fmt.negative_zero else 0.0
     return r
-
-
-# ------------------------------------------------------------------------------ fast path
-# Bit patterns of float64 fields, as int64 scalars (no conversion per call).
-_EXP = np.int64(0x7FF0000000000000)
-_SIGN = np.int64(-0x8000000000000000)  # the sign bit
-_ABS = np.int64(0x7FFFFFFFFFFFFFFF)
-_QNAN = np.int64(0x7FF8000000000000)
-try:  # the clip ufunc itself: np.clip adds ~2 microseconds of Python per call
-    from numpy._core.umath import clip as _clip  # type: ignore[attr-defined]  # a ufunc numpy's stubs omit
-except ImportError:  # numpy 1.x
-    _clip = np.clip
-
-
-def _i64(v: int) -> np.int64:
-    """v as an int64 bit pattern (wrapping like the int64 arithmetic it is used in)."""
-    return np.int64(((v + (1 << 63)) % (1 << 64)) - (1 << 63))
-
-
-_LOCAL = threading.local()
-
-
-def _buffers() -> "_Buffers":
-    """This thread's scratch arrays, made once: callers that round chunk by chunk
-    (arithmetic, block scaling) would otherwise pay fresh pages on every call."""
-    b = getattr(_LOCAL, "bufs", None)
-    if b is None or b.size != _CHUNK:
-        b = _LOCAL.bufs = _Buffers(_CHUNK)
-    return b
-
-
-class _Buffers:
-    """Chunk-sized scratch arrays, reused across chunks and calls (sliced to a chunk)."""
-
-    def __init__(self, size):
-        self.e = np.empty(size, np.int64)
-        self.u = np.empty(size, np.float64)
-        self.v = np.empty(size, np.float64)
-        self.x = np.empty(size, np.float64)
-        self._w, self._f32, self.size = None, None, size
-
-    @property
-    def w(self):  # only chunks with a sticky part need it
-        if self._w is None:
-            self._w = np.empty(self.size, np.float64)
-        return self._w
-
-    @property
-    def f32(self):  # only binary32 requests (_Kind.F32) need it
-        if self._f32 is None:
-            self._f32 = np.empty(self.size, np.float32)
-        return self._f32
-
-
-class _Kind(enum.Enum):
-    """How the fast path rounds: the four shapes of ``_fast_chunk``."""
-
-    COPY = "copy"    # fp64 itself: every float64 is a value; copy (and clip for saturate)
-    INT = "int"      # integer formats: quantum 1, round x itself, then clip to [min, max]
-    FLOAT = "float"  # float formats: scale by 2**(mbits - ee), round, scale back
-    F32 = "f32"      # IEEE binary32, nearest-even, Inf past the range: numpy's float64 ->
-                     # float32 conversion (the FPU's IEEE rounding, as rint is for FLOAT)
-
-
-class _Ovf(enum.Enum):
-    """The fast path's overflow step (``_fast_overflow``), chosen once per request."""
-
-    NONE = "none"                # nothing to do: no overflow, or the fold made the Inf
-    CLIP = "clip"                # saturate: clip to [-max, max]
-    MAX_NEG = "max_neg"          # up, inf policy: -max for negatives past -max (-Inf stays)
-    MAX_POS = "max_pos"          # down, inf policy: +max for positives past max
-    CLIP_FINITE = "clip_finite"  # toward zero / odd: +-max; Inf inputs take the general path
-    NAN = "nan"                  # nan policy, nearest modes: NaN past max
-    NAN_UP = "nan_up"            # nan policy, up: NaN above max, -max below -max
-    NAN_DOWN = "nan_down"        # nan policy, down: NaN below -max, +max above max
-
-
-# module-level aliases: the fast path tests them per chunk (a global is quicker to read
-# than an Enum class attribute)
-_COPY, _INT, _F32 = _Kind.COPY, _Kind.INT, _Kind.F32
-(_O_NONE, _O_CLIP, _O_MAX_NEG, _O_MAX_POS, _O_CLIP_FINITE, _O_NAN, _O_NAN_UP,
- _O_NAN_DOWN) = _Ovf
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """Constants for the fast path of one (format, mode, policy, sr_bits), made once by
-    ``_make_plan`` and cached: see ``_fast_chunk``.
-
-    kind : see ``_Kind``.
-    mode, sr_bits : the request.
-    max, max_bits : the format's largest finite value, and its float64 bit pattern.
-    ovf : the overflow step (``_Ovf``).
-    lo, hi : FLOAT: 2**emin and 2**(emax + 1), the clamp of the power 2**ee;
-        INT: the format's min and max.
-    c_inv, c_q : FLOAT: the int64 constants that turn the bits of 2**ee into
-        inv = 2**(mbits - ee) and q = 2**(ee - mbits) by one subtraction each.
-    back : 2**-fold when results are scaled to make overflow give Inf (else None).
-    inf_check : nearest-away and stochastic compute inf - inf: chunks with Inf input
-        take the general path.
-    plus0 : the format has no -0: add +0 at the end.
-    alt : F32: the FLOAT plan, for chunks with a sticky part.
-    """
-
-    kind: _Kind
-    mode: str
-    sr_bits: int | None
-    max: np.float64
-    max_bits: np.int64
-    ovf: _Ovf = _Ovf.NONE
-    lo: np.float64 | None = None
-    hi: np.float64 | None = None
-    c_inv: np.int64 | None = None
-    c_q: np.int64 | None = None
-    back: np.float64 | None = None
-    inf_check: bool = False
-    plus0: bool = False
-    alt: _Plan | None = None
-
-
-def _plan(fmt, mode, policy, sr_bits):
-    """A _Plan when the fast path handles this request, else None (general path)."""
-    p = _plan_cached(fmt, mode, policy, sr_bits)
-    if p is not None and p.kind is _F32 and not _f32_keeps_subnormals():
-        p = _plan_cached(fmt, mode, policy, sr_bits, False)
-    return p
-
-
-# binary32 subnormals, and two ties (to even: down, then up), with their RNE results
-_F32_PROBE = (2.0 ** -140, -3 * 2.0 ** -149, 1 + 2.0 ** -24, -(1 + 3 * 2.0 ** -24))
-_F32_WANT = (2.0 ** -140, -3 * 2.0 ** -149, 1.0, -(1 + 2.0 ** -22))
-_F32_STRUCT = struct.Struct("<4f")  # C double -> float -> double casts: the FPU's, ~0.5 us
-
-
-def _f32_keeps_subnormals() -> bool:
-    """Whether this thread's float32 conversions round to nearest even and keep
-    subnormals: not when the FPU flushes them (flush-to-zero / denormals-are-zero, as
-    ``torch.set_flush_denormal(True)`` sets on x86) or rounds in another mode; then
-    binary32 requests take the FLOAT plan."""
-    return _F32_STRUCT.unpack(_F32_STRUCT.pack(*_F32_PROBE)) == _F32_WANT
-
-
-_BINARY32 = ("float", 8, 23, 127, True, "ieee", True, True, True, "ieee")
-
-
-def _make_plan(fmt, mode, policy, sr_bits, f32=True) -> _Plan | None:
-    """The fast path's plan for a request (None: the general path handles it); ``f32``:
-    whether IEEE binary32 nearest-even may use the conversion plan (``_Kind.F32``)."""
-    if policy == "satnone":  # the same rule as these (see resolve_overflow), or general path
-        if fmt.inf and mode == "odd" and fmt.inf_code & 1:
-            return None
-        policy = "inf" if fmt.inf else "saturate"
-    if f32 and mode == "nearest_even" and policy == "inf" and (
-            fmt.kind, fmt.ebits, fmt.mbits, fmt.bias, fmt.inf, fmt.nan, fmt.signed,
-            fmt.negative_zero, fmt.zero, fmt.rules) == _BINARY32:
-        mx = np.float64(fmt.max)
-        return _Plan(_Kind.F32, mode=mode, sr_bits=sr_bits, max=mx, max_bits=mx.view(np.int64),
-                     alt=_make_plan(fmt, mode, policy, sr_bits, False))
-    if mode in _P3109_SR or policy == "propagate" or (
-            fmt.inf and fmt.nan != "ieee" and policy == "inf"):
-        return None  # (P3109: the Inf code is not the whole top binade, so no fold)
-    mx = np.float64(fmt.max)
-    base = dict(mode=mode, sr_bits=sr_bits, max=mx, max_bits=mx.view(np.int64))
-    if fmt.kind == "int":  # quantum 1: round x itself, then saturate (wrap: general path)
-        # odd: the fast path halves x, which flushes the smallest float64 subnormals
-        # to zero (they must round to +-1): general path.
-        if policy != "saturate" or fmt.bits > 53 or mode == "odd":
-            return None
-        return _Plan(_Kind.INT, **base, lo=np.float64(fmt.min), hi=mx, inf_check=True,
-                     plus0=True)
-    if not fmt.signed or not fmt.zero:
-        return None
-    if (fmt.ebits, fmt.mbits, fmt.bias, fmt.inf, fmt.nan) == (11, 52, 1023, True, "ieee"):
-        # fp64 itself: every float64 input is exact, only Inf under saturation changes.
-        if policy not in ("inf", "saturate"):
-            return None
-        return _Plan(_Kind.COPY, **base, ovf=_Ovf.CLIP if policy == "saturate" else _Ovf.NONE)
-    m, emin, emax = fmt.mbits, fmt.emin, fmt.emax
-    # Powers of two 2**ee (ee the clamped exponent), 2**(m-ee) and 2**(ee-m) must be normal
-    # doubles, and 2**(m-ee) <= 1 so that x * inv never overflows.
-    if not (1 <= m <= 50 and emin - m >= -1021 and m <= emax + 1 and emax <= 1000):
-        return None
-    half = 1 if mode == "odd" else 0  # round to odd works on y/2
-    ieee_inf = fmt.inf and policy == "inf" and mode in ("nearest_even", "nearest_away", "stochastic",
-                                                          "up", "down")
-    # Overflow to Inf for free: scale results by 2**(1023-emax) so that exactly the
-    # values >= 2**(emax+1) overflow the double, then scale back.
-    fold = 1023 - emax if ieee_inf else 0
-    return _Plan(_Kind.FLOAT, **base, ovf=_overflow_step(mode, policy, ieee_inf),
-                 lo=np.float64(2.0 ** emin), hi=np.float64(2.0 ** (emax + 1)),
-                 c_inv=_i64((2046 + m - half) << 52),
-                 # q_bits = ee_bits - ((m - fold) << 52) = c_q - inv_bits
-                 c_q=_i64(((2046 + m - half) << 52) - ((m - fold) << 52)),
-                 back=np.float64(2.0 ** -fold) if fold else None,
-                 inf_check=mode in ("nearest_away", "stochastic"),  # inf - inf inside
-                 plus0=not fmt.negative_zero)
-
-
-def _overflow_step(mode, policy, ieee_inf) -> _Ovf:
-    """The fast path's overflow step of a float format (see ``_Ovf``)."""
-    if policy == "saturate":
-        return _Ovf.CLIP
-    if ieee_inf:  # the fold gives Inf; up / down give +-max on their other side
-        return {"up": _Ovf.MAX_NEG, "down": _Ovf.MAX_POS}.get(mode, _Ovf.NONE)
-    if mode in ("toward_zero", "odd"):
-        return _Ovf.CLIP_FINITE
-    if policy == "nan":
-        return {"up": _Ovf.NAN_UP, "down": _Ovf.NAN_DOWN}.get(mode, _Ovf.NAN)
-    return _Ovf.CLIP_FINITE  # inf policy without Inf in the format's reach
-
-
-_PLANS: dict = {}
-
-
-def _plan_cached(fmt, mode, policy, sr_bits, f32=True):
-    key = (fmt, mode, policy, sr_bits, f32)
-    if key not in _PLANS:
-        _PLANS[key] = _make_plan(fmt, mode, policy, sr_bits, f32)
-    return _PLANS[key]
-
-
-def _sticky_ok(xc, p) -> bool:
-    """Whether the fast path can take a chunk with a sticky part (see _fast_chunk)."""
-    if p.kind is _F32:
-        p = p.alt
-    return (p.kind is not _COPY and p.mode != "stochastic"
-            and not (np.isinf(np.fmax.reduce(xc)) or np.isinf(np.fmin.reduce(xc))))
-
-
-# size: one sequence of in-place passes per mode over reused buffers, in one function
-# because it runs once per chunk on the hot path (a split adds calls per chunk)
-def _fast_chunk(xc, o, p, rng, b, sc=None) -> bool:
-    """Round the chunk xc into o; False when this chunk needs the general path.
-
-    With ee = clamp(exponent of x, emin, emax + 1), inv = 2**(mbits - ee) and
-    q = 2**(ee - mbits) are exact powers of two built from the exponent bits;
-    y = x * inv is exact and its integer part is the significand to keep, so one
-    numpy rounding function (rint, trunc, ceil, floor) on y and a multiply by q
-    round x.  Round to odd is floor(y/2) + ceil(y/2); nearest-away is
-    trunc(y + (y - trunc(y))); stochastic is trunc(y) + sign(x) * ceil(|f| - u)
-    with f = y - trunc(y) and u uniform in [0, 1) (so it moves away from zero
-    with probability |f|).  All of these are exact for |y| < 2**52, which holds
-    wherever the result is in range.
-
-    A sticky part (exact value = x + d, 0 < |d| < ulp(x), same sign) only
-    matters where x sits on a decision point, because the fast formats have
-    mbits <= 50 and so ulp(x) <= q/4 for every in-range x: a tie (|frac y| = 1/2)
-    in the nearest modes, or an integer y in ``up``/``down`` (on the side they
-    point away from zero) and in ``odd`` (when y is even).  There the result is
-    trunc(y) + sign(x); everywhere else x + d rounds like x.
-    """
-    k = xc.size
-    if p.kind is _F32:  # IEEE binary32 RNE: overflow gives +-Inf, subnormals kept (_plan)
-        if sc is not None:
-            return _fast_chunk(xc, o, p.alt, rng, b, sc)
-        f = b.f32[:k]
-        np.copyto(f, xc, casting="same_kind")
-        np.copyto(o, f)
-        return True
-    if p.kind is _COPY:
-        np.copyto(o, xc)
-        if p.ovf is _O_CLIP:
-            _clip(o, -p.max, p.max, out=o)
-        return True
-    if p.inf_check and (np.fmax.reduce(xc) == np.inf or np.fmin.reduce(xc) == -np.inf):
-        return False  # Inf - Inf inside nearest-away / stochastic: general path
-    E = b.e[:k]  # one int64 buffer holds 2**ee, then inv, then q (cache-friendly)
-    Ef = E.view(np.float64)
-    is_int = p.kind is _INT
-    if is_int:
-        np.multiply(xc, 0.5 if p.mode == "odd" else 1.0, out=o)
-    else:
-        np.bitwise_and(xc.view(np.int64), _EXP, out=E)
-        _clip(Ef, p.lo, p.hi, out=Ef)  # 2**ee
-        np.subtract(p.c_inv, E, out=E)  # inv = 2**(mbits - ee) (times 1/2 for odd)
-        np.multiply(xc, Ef, out=o)
-    mode = p.mode
-    W = None if sc is None else b.w[:k]
-    fix = None if sc is None else _sticky_fix(xc, o, sc, mode, W)
-    if mode == "nearest_even":
-        np.rint(o, out=o)
-    elif mode == "toward_zero":
-        np.trunc(o, out=o)
-    elif mode == "up":
-        np.ceil(o, out=o)
-    elif mode == "down":
-        np.floor(o, out=o)
-    elif mode == "odd":
-        U = b.u[:k]
-        np.floor(o, out=U)
-        np.ceil(o, out=o)
-        np.add(o, U, out=o)
-    elif mode == "nearest_away":
-        U, V = b.u[:k], b.v[:k]
-        np.trunc(o, out=U)
-        np.subtract(U, o, out=V)  # -frac(y), so that y - V keeps the sign of -0
-        np.subtract(o, V, out=o)
-        np.trunc(o, out=o)
-    else:  # stochastic, in magnitude: away from zero with probability |frac(y)|
-        U, V = b.u[:k], b.v[:k]
-        rng.random(out=U)
-        np.trunc(o, out=V)
-        np.subtract(o, V, out=o)  # frac(y), exact
-        np.abs(o, out=o)
-        if p.sr_bits is None:  # away iff u < |f|  (u: 53-bit uniform)
-            np.subtract(o, U, out=o)
-            np.ceil(o, out=o)
-        else:  # away iff u' <= |f|, u' in {1, ..., 2**N} / 2**N: P = floor(|f| 2**N) / 2**N
-            np.multiply(U, float(1 << p.sr_bits), out=U)
-            np.floor(U, out=U)
-            np.add(U, 1.0, out=U)
-            np.multiply(U, 2.0 ** -p.sr_bits, out=U)
-            np.subtract(U, o, out=o)
-            np.ceil(o, out=o)
-            np.subtract(1.0, o, out=o)
-        Ub = U.view(np.int64)
-        np.bitwise_and(xc.view(np.int64), _SIGN, out=Ub)  # the step carries the sign of x
-        np.bitwise_or(o.view(np.int64), Ub, out=o.view(np.int64))
-        np.add(V, o, out=o)  # trunc(y) + (+-0 or +-1): zeros keep the sign of x
-    if fix is not None and W is not None and fix.size:  # (fix is set exactly when W is)
-        o[fix] = W[fix] + np.copysign(1.0, xc[fix])
-        if mode == "odd":
-            o[fix] += W[fix]  # y = 2 trunc(y/2): the step is from y, not y/2
-    if is_int:
-        _clip(o, p.lo, p.hi, out=o)
-        np.add(o, 0.0, out=o)
-        return True
-    np.subtract(p.c_q, E, out=E)  # q = 2**(ee - mbits) (times 2**(1023-emax) when folding)
-    np.multiply(o, Ef, out=o)
-    if p.back is not None:
-        np.multiply(o, p.back, out=o)
-    if p.ovf is not _O_NONE and not _fast_overflow(xc, o, p, E):
-        return False
-    if p.plus0:
-        np.add(o, 0.0, out=o)
-    return True
-
-
-def _sticky_fix(xc, y, sc, mode, V):
-    """Indices where the sticky part changes the rounding of y (see _fast_chunk); V gets
-    trunc(y) (for odd, y is y/2 here)."""
-    if mode == "toward_zero":
-        return None
-    np.trunc(y, out=V)
-    nz = sc != 0
-    if mode in ("nearest_even", "nearest_away"):
-        at = np.abs(y - V) == 0.5
-    else:
-        at = y == V
-        if mode == "up":  # x may be +-0 with a tiny exact part: its sign bit tells
-            at &= ~np.signbit(xc)
-        elif mode == "down":
-            at &= np.signbit(xc)
-    return np.flatnonzero(at & nz)
-
-
-def _fast_overflow(xc, o, p, T) -> bool:
-    """Apply the overflow policy in place; False when Inf inputs need the general path."""
-    ovf, mx = p.ovf, p.max
-    if ovf is _O_CLIP:
-        _clip(o, -mx, mx, out=o)
-        return True
-    ob = o.view(np.int64)
-    if ovf is _O_NAN:  # |o| > max -> NaN of the same sign (Inf inputs included)
-        np.bitwise_and(ob, _ABS, out=T)  # magnitude bits; NaN and Inf sort above max
-        if np.max(T) <= p.max_bits:
-            return True
-        return _nan_past_max(ob, T, p.max_bits)
-    hi, lo = np.fmax.reduce(o), np.fmin.reduce(o)
-    if hi <= mx and lo >= -mx:
-        return True
-    if ovf is _O_MAX_NEG:  # up, Inf policy: negatives past -max give -max (-Inf stays)
-        if lo < -mx:
-            if np.fmin.reduce(xc) == -np.inf:
-                return False
-            np.maximum(o, -mx, out=o)
-        return True
-    if ovf is _O_MAX_POS:
-        if hi > mx:
-            if np.fmax.reduce(xc) == np.inf:
-                return False
-            np.minimum(o, mx, out=o)
-        return True
-    if ovf is _O_CLIP_FINITE:  # toward zero / odd: +-max, but Inf inputs follow the policy
-        if np.isinf(hi) or np.isinf(lo):
-            return False
-        _clip(o, -mx, mx, out=o)
-        return True
-    # up (down): positives (negatives) past max -> NaN, the other side -> +-max
-    if ovf is _O_NAN_UP and lo < -mx:
-        if lo == -np.inf:
-            return False
-        np.maximum(o, -mx, out=o)
-    if ovf is _O_NAN_DOWN and hi > mx:
-        if hi == np.inf:
-            return False
-        np.minimum(o, mx, out=o)
-    np.bitwise_and(ob, _ABS, out=T)
-    return _nan_past_max(ob, T, p.max_bits)
-
-
-def _nan_past_max(ob, T, max_bits) -> bool:
-    """Set NaN (keeping the sign) where the magnitude bits T exceed max_bits, in place."""
-    np.subtract(max_bits, T, out=T)
-    np.right_shift(T, 63, out=T)  # -1 where past max, else 0
-    np.bitwise_and(T, _QNAN, out=T)
-    np.bitwise_or(ob, T, out=ob)
-    return True
-
-
-# --------------------------------------------------------------- one value, and why
-@dataclass(frozen=True)
-class Decision:
-    """What the rounding routine did with one value, for explanations (``decide``).
-
-    Every field is read from the routine's own results (``round_values`` for
-    the stored value, its unbounded-range rounding for the neighbours and the
-    choice), never from a second statement of the rules.
-
-    value : the stored value, exactly what ``round_values`` (so ``cast``) returns.
-    input : the float64 value the routine rounded (after daz; +-Inf / NaN kept).
-    sticky : its remainder class (see ``round_values``).
-    special : ``"nan"`` or ``"inf"`` for a NaN or infinite input, else None.
-    daz : True when daz turned a nonzero input into zero before rounding.
-    invalid : True when the format has no value of this kind at all (a negative
-        value or zero in an unsigned float format such as E8M0): the result is NaN.
-    beyond : True when |input| is so far past the format's range that the routine
-        clamps the exponent (|x| >= 2**(emax + 2)) or the input is past float64:
-        no neighbours are reported, only the overflow.
-    lower, upper : Fractions, the values of the format's grid with an unbounded
-        range just below and above the input (``round_values`` in modes
-        ``down`` / ``up`` before range handling); equal when the input is on the
-        grid; either may lie outside the format's range.  None when special,
-        invalid or beyond.
-    rounded : the neighbour the mode chose, before range handling (a Fraction;
-        None when special, invalid, beyond, or a stochastic draw that the result
-        cannot reveal, see ``chosen``).
-    chosen : ``"exact"``, ``"lower"``, ``"upper"``, or ``"either"`` (stochastic
-        only: both neighbours would be stored as the same value, e.g. both
-        saturate), or None (special / invalid / beyond).
-    nearer : ``"lower"`` or ``"upper"`` (the neighbour nearer to the input), or
-        None when exact or a tie.
-    tie : True when the input is exactly halfway between the neighbours.
-    outside : which neighbours (``"lower"``, ``"upper"``) lie outside the format's
-        range (not representable), e.g. ``("lower",)`` for -128.3 in int8.
-    out_of_range : ``"above"`` (the rounded value, or for beyond / Inf the input,
-        exceeds the largest finite value), ``"below"`` (under the most negative
-        value: ``-max``, or an integer format's min, 0 for unsigned integers), or None.
-    action : what the range handling did: ``"inf"`` or ``"nan"`` (overflow to
-        Inf / NaN), ``"saturate"`` (overflow clipped to the largest finite value by
-        the saturate policy or an integer format's clipping), ``"max"`` (overflow
-        in a mode that does not round outward: toward_zero, odd, or the directed
-        mode pointing back toward zero, gives the largest finite value under the
-        inf / nan policies, as IEEE 754 says), ``"wrap"`` (two's complement
-        wrap-around), ``"flush"`` (ftz: a subnormal result became zero),
-        ``"smallest"`` (a format without zero stores its smallest value for a
-        result of 0), or None.
-    """
-
-    value: float
-    input: float
-    sticky: int
-    special: str | None = None
-    daz: bool = False
-    invalid: bool = False
-    beyond: bool = False
-    lower: Fraction | None = None
-    upper: Fraction | None = None
-    rounded: Fraction | None = None
-    chosen: str | None = None
-    nearer: str | None = None
-    tie: bool = False
-    outside: tuple = ()
-    out_of_range: str | None = None
-    action: str | None = None
-
-
-def _same(a: float, b: float) -> bool:
-    """Equal as stored values: NaN equals NaN, and the sign of zero counts."""
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
-
-
-def _frac(v: float, fmt: Format) -> Fraction:
-    """A neighbour as a Fraction; float64 overflow (+-Inf from the unbounded rounding
-    of an fp64-wide format just below 2**1024) stands for +-2**1024."""
-    if math.isinf(v):
-        return Fraction(2) ** 1024 * (1 if v > 0 else -1)
-    return Fraction(v)
-
-
-def _ulp64(x: float) -> Fraction:
-    """Spacing of float64 just above |x| (2**-1074 at zero), exactly."""
-    if x == 0:
-        return Fraction(2) ** -1074
-    e = math.frexp(abs(x))[1] - 1
-    return Fraction(2) ** (max(e, -1022) - 52)
-
-
-def _side_of_midpoint(x: float, sticky: int, mid: Fraction) -> int:
-    """-1, 0 or +1: the exact value (x plus its sticky part, away from zero) compared
-    with ``mid``, in magnitude."""
-    ax, am = abs(Fraction(x)), abs(mid)
-    if sticky == 0:
-        return (ax > am) - (ax < am)
-    if am <= ax:
-        return 1  # the sticky part is beyond x
-    gap = am - ax
-    u = _ulp64(x)
-    if gap >= u:
-        return -1
-    half = u / 2
-    if gap != half:  # a midpoint between two float64 values other than halfway: cannot be
-        raise AssertionError(f"midpoint {mid} is not on the float64 grid near {x!r}")
-    return {1: -1, 2: 0, 3: 1}[sticky]
-
-
-# size: one value's decision read from the routine's results step by step (special,
-# daz, neighbours, choice, range handling), each step a few lines
-def decide(x, fmt: Format, mode="nearest_even", overflow=None, *, ftz=False, daz_below=None,
-           rng=None, sr_bits=None, sticky=0, resid=None, stored=None) -> Decision:
-    """Round one value as ``round_values`` does and report how (a ``Decision``).
-
-    ``x`` is one float64 value, ``sticky`` its remainder class and ``resid``
-    (optional) the finer remainder, exactly as ``round_values`` takes them (``cast`` prepares them from any input); the
-    other arguments are those of ``round_values`` (canonical mode and policy).
-    The stored value is ``round_values``' own result, so it equals ``cast`` for
-    the same arguments (a stochastic draw included, given the same ``rng``).
-    ``stored``: the result of an earlier call (an element of an array cast),
-    used instead of rounding again; for a deterministic mode it must be the
-    routine's result (ValueError otherwise).
-
-    The neighbours and the chosen one come from the routine's rounding with an
-    unbounded range (modes ``down``, ``up`` and ``mode`` itself); the range
-    handling (overflow, saturation, ftz, no zero) is read from the difference
-    between that rounding and the stored value.  A stochastic draw is read from
-    the stored value: ``chosen`` is ``"either"`` when both neighbours give it.
-
-    >>> from floatfmt.core.formats import get_format
-    >>> d = decide(-128.3, get_format("int8"))
-    >>> d.lower, d.upper, d.chosen, d.out_of_range, d.value
-    (Fraction(-129, 1), Fraction(-128, 1), 'upper', None, -128.0)
-    """
-    x = float(x)
-    sticky = int(sticky or 0)
-    policy = resolve_overflow(overflow, fmt)
-    st = None if sticky == 0 else np.array([sticky], np.uint8)
-    if stored is None:
-        value = float(round_values(np.array([x]), fmt, mode, policy, ftz=ftz, daz_below=daz_below,
-                                   rng=rng, sr_bits=sr_bits, sticky=st,
-                                   resid=None if resid is None else np.array([resid], np.int64))[0])
-    else:
-        value = float(stored)
-    base = dict(value=value, input=x, sticky=sticky)
-    if math.isnan(x):
-        return Decision(special="nan", **base)
-    daz = False
-    if daz_below is not None:
-        xd, sd, _ = _daz(np.array([x]), st, None, daz_below)
-        # (a zero with a sticky part, e.g. the decimal 1e-400, is a tiny value: flushed too)
-        daz = bool(abs(x) < daz_below and (x != 0 or sticky != 0))
-        if daz:
-            x, sticky, st = float(xd[0]), 0, None
-            base.update(input=x, sticky=0)
-
-    def finish(r: Fraction) -> float:
-        """The routine applied to a value already on the grid: only its range handling acts.
-        (A format without zero has no input 0 to apply it to: the routine stores its
-        smallest value for a result of 0, which the caller reads from ``value``.)"""
-        if r == 0 and not fmt.zero:
-            return value
-        v = float(r) if abs(r) < Fraction(2) ** 1024 else (math.inf if r > 0 else -math.inf)
-        if v == 0:
-            v = math.copysign(0.0, x)  # a zero result keeps the input's sign, as in the routine
-        return float(round_values(np.array([v]), fmt, mode, policy, ftz=ftz,
-                                  rng=np.random.default_rng(0), sr_bits=sr_bits)[0])
-
-    # (P3109 unsigned formats take negatives as out of range below, not as invalid)
-    unsigned_float = fmt.kind == "float" and not fmt.signed and fmt.rules != "p3109"
-    neg = math.copysign(1.0, x) < 0
-    if unsigned_float and ((neg and (x != 0 or sticky)) or (not fmt.zero and x == 0 and not sticky)):
-        return Decision(invalid=True, daz=daz, **base)
-    lo_val = float(fmt.min) if fmt.kind == "int" else (-fmt.max if fmt.signed else 0.0)
-
-    def side(r) -> str | None:
-        if r > fmt.max_exact:
-            return "above"
-        return "below" if r < lo_val else None
-
-    def action(out: str | None, r) -> str | None:
-        if out is not None:
-            if math.isnan(value):
-                return "nan"
-            if math.isinf(value):
-                return None if (isinstance(r, float) and math.isinf(r)) else "inf"
-            return {"wrap": "wrap", "saturate": "saturate"}.get(policy, "max")
-        if r != 0 and value == 0:
-            return "flush"
-        if r == 0 and value != 0:
-            return "smallest"
-        return None
-
-    out: str | None  # the side of the range a value falls outside, if any
-    if math.isinf(x) and not sticky:
-        out = "above" if x > 0 else "below"
-        return Decision(special="inf", out_of_range=out, action=action(out, x), daz=daz, **base)
-    far = fmt.kind == "float" and (math.isinf(x) or (fmt.emax + 2 <= 1023
-                                                    and abs(x) >= math.ldexp(1.0, fmt.emax + 2)))
-    xs = np.array([x])
-    if far:
-        out = "above" if x > 0 else "below"
-        return Decision(beyond=True, out_of_range=out, action=action(out, Fraction(0)), daz=daz, **base)
-    with np.errstate(all="ignore"):
-        lower = _frac(float(_round_chunk(xs, fmt, "down", st, None, None)[0]), fmt)
-        upper = _frac(float(_round_chunk(xs, fmt, "up", st, None, None)[0]), fmt)
-    if sticky and lower == upper:  # an integer too wide for float64's steps: far past the range
-        out = "above" if x > 0 else "below"
-        return Decision(beyond=True, out_of_range=out, action=action(out, Fraction(0)), daz=daz, **base)
-    tie, nearer = False, None
-    if lower != upper:
-        s = _side_of_midpoint(x, sticky, (lower + upper) / 2)
-        tie = s == 0
-        if not tie:  # s > 0: past the midpoint, away from zero
-            toward_zero_is_lower = not neg
-            near_zero = "lower" if toward_zero_is_lower else "upper"
-            far_zero = "upper" if toward_zero_is_lower else "lower"
-            nearer = far_zero if s > 0 else near_zero
-    outside = tuple(n for n, v in (("lower", lower), ("upper", upper)) if side(v) is not None)
-    info = dict(lower=lower, upper=upper, tie=tie, nearer=nearer, daz=daz, **base)
-    if lower == upper:
-        out = side(lower)
-        got = finish(lower)
-        if not _same(got, value):
-            if stored is not None:
-                raise ValueError(f"{value!r} is not {x!r} stored in {fmt.name} ({got!r})")
-            raise AssertionError(f"round_values is not idempotent at {x!r}: {got!r} vs {value!r}")
-        return Decision(rounded=lower, chosen="exact", out_of_range=out,
-                        action=action(out, lower), outside=outside, **info)
-    if mode in STOCHASTIC:
-        v_lo, v_hi = finish(lower), finish(upper)
-        if _same(v_lo, value) and _same(v_hi, value):
-            return Decision(chosen="either", outside=outside, **info)
-        if not (_same(v_lo, value) or _same(v_hi, value)):
-            raise ValueError(f"{value!r} is not a stochastic rounding of {x!r} to {fmt.name}")
-        chosen = "lower" if _same(v_lo, value) else "upper"
-    else:
-        with np.errstate(all="ignore"):
-            r = _frac(float(_round_chunk(xs, fmt, mode, st, None, sr_bits)[0]), fmt)
-        if r not in (lower, upper):
-            raise AssertionError(f"rounding {x!r} gave {r}, not a neighbour ({lower}, {upper})")
-        chosen = "lower" if r == lower else "upper"
-        got = finish(r)
-        if not _same(got, value):
-            if stored is not None:
-                raise ValueError(f"{value!r} is not {x!r} rounded {mode} to {fmt.name} ({got!r})")
-            raise AssertionError(f"the rounding of {x!r} ({value!r}) is not its range handling "
-                                 f"of {r} ({got!r})")
-    r = lower if chosen == "lower" else upper
-    out = side(r)
-    return Decision(rounded=r, chosen=chosen, out_of_range=out, action=action(out, r),
-                    outside=outside, **info)
