@@ -19,6 +19,7 @@ from tests.test_mma import _random_c
 from tests.test_tensorcore import _random_inputs, _same
 
 tc = sys.modules["floatfmt.arith.matrixunit.tensorcore"]
+tcf = sys.modules["floatfmt.arith.matrixunit.tensorcore_fast"]
 PRESETS = tensorcore_models()
 
 
@@ -50,12 +51,12 @@ def test_fast_matmul_and_mma_equal_slow_model(name, m, monkeypatch):
     """Several row tiles (a small tile budget), full and partial blocks of L, zeros,
     subnormals and products 40 binades apart (so both sides of the truncation threshold
     occur); with and without an accumulator input."""
-    monkeypatch.setattr(tc, "_TILE_TERMS", 4 * m.L * 7)  # 4 rows of 7 columns per tile
+    monkeypatch.setattr(tcf, "_TILE_TERMS", 4 * m.L * 7)  # 4 rows of 7 columns per tile
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     M, N, K = (9, 7, 2 * m.L + m.L // 2 + 1) if len(name) % 2 else (7, 9, 2 * m.L + 3)
     a, b = _operands(m, (M, K), (K, N), rng)
     x, y, in_fmt = tc._cast_inputs(a, b, m.fmt, m, "nearest_even", None, False, False, None)
-    assert tc._fast_ok(x, y, m)  # this test is about the fast kernel
+    assert tc.fast_ok(x, y, m)  # this test is about the fast kernel
     got = ff.matmul(a, b, m.fmt, model=m, acc_fmt=m.acc_fmt)
     ref = np.array([[slow.dot(a[i], b[:, j], m) for j in range(N)] for i in range(M)])
     bad = ~_same(got, ref)
@@ -79,7 +80,7 @@ def test_fast_kernel_equals_general_path(name, m, monkeypatch):
     c = _random_c(m, rows * cols, rng).reshape(rows, cols)
     fast = ff.mma(a, b, c, m.fmt, m, acc_fmt=m.acc_fmt)
     fast0 = ff.matmul(a, b, m.fmt, model=m, acc_fmt=m.acc_fmt)
-    monkeypatch.setattr(tc, "_fast_ok", lambda *args: False)
+    monkeypatch.setattr(tc, "fast_ok", lambda *args: False)
     general = ff.mma(a, b, c, m.fmt, m, acc_fmt=m.acc_fmt)
     general0 = ff.matmul(a, b, m.fmt, model=m, acc_fmt=m.acc_fmt)
     assert fast.shape == (2, rows, cols)
@@ -101,6 +102,6 @@ def test_fast_kernel_special_accumulator_and_fallbacks():
             assert _same(got[i, j], slow.dot(a[i], b[:, j], m, C[i, j]))
     x = a.copy()
     x[0, 0] = np.inf
-    assert not tc._fast_ok(x, b, m)
-    assert not tc._fast_ok(a, b, m.replace(zero_exponent=-100))
-    assert tc._fast_ok(a, b, m)
+    assert not tc.fast_ok(x, b, m)
+    assert not tc.fast_ok(a, b, m.replace(zero_exponent=-100))
+    assert tc.fast_ok(a, b, m)

@@ -17,7 +17,7 @@ import pytest
 import floatfmt as ff
 from floatfmt.arith import accumulate, ops
 from floatfmt.core import codec, rounding, rounding_fast, threads
-from floatfmt.arith.matrixunit import tensorcore
+from floatfmt.arith.matrixunit import tensorcore, tensorcore_fast
 from floatfmt.core.rounding import STOCHASTIC
 
 COUNTS = (1, 2, 3)
@@ -64,7 +64,7 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(accumulate, "_SEQ_TILE", 1 << 7)
     monkeypatch.setattr(accumulate, "_SPLIT_ELEMS", 1 << 9)
     monkeypatch.setattr(accumulate, "_CHUNK_ELEMS", 1 << 14)  # matmul rows of vectorised orders
-    monkeypatch.setattr(tensorcore, "_TILE_TERMS", 1 << 11)
+    monkeypatch.setattr(tensorcore_fast, "_TILE_TERMS", 1 << 11)
     monkeypatch.setattr(tensorcore, "_ROWS_ELEMS", 1 << 12)
 
 

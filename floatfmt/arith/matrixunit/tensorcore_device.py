@@ -175,7 +175,7 @@ def _lean(m: TensorCoreModel, in_fmt: Format) -> bool:
 def _fused(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Format,
            xp: Any, lean: bool = False) -> Any:
     """One T-FDPA step, acc aligned as a term: products P (l, ..., r, n) with exponents
-    EP, acc (..., r, n) of cfmt; as ``tensorcore._fused`` / ``_finish``.
+    EP, acc (..., r, n) of cfmt; as ``tfdpa._fused`` / ``_finish``.
 
     ``lean`` (``_chain`` when ``_lean`` holds; the same bits, fewer passes over the
     products): EP gives products with a zero factor an exponent below zero_exponent
@@ -216,7 +216,7 @@ def _fused(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Fo
 
 def _step(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Format,
           xp: Any, lean: bool = False) -> Any:
-    """One step of the model over the first axis of P (as ``tensorcore._step``);
+    """One step of the model over the first axis of P (as ``tfdpa.tfdpa_step``);
     ``lean``: see ``_fused``."""
     if m.algorithm in _AMD:
         return fdpa_device.step(P, EP, acc, m, cfmt, ofmt, xp)
