@@ -88,3 +88,32 @@ def torch_one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+# ------------------------------------------------------------------ the developer subset
+#: Test files marked ``heavy``: a build, a browser, every notebook, exhaustive sweeps, long
+#: oracle or hypothesis searches, subprocess runs.  ``python -m pytest -m "not slow and not
+#: heavy"`` leaves them out (the developer subset, CONTRIBUTING.md); the default run, which
+#: CI makes, runs every test, these included.  Each of these behaviours keeps fast tests
+#: in the subset too (the oracle files have fast siblings: test_cast, test_ops, test_codec ...).
+HEAVY_FILES = {
+    "test_docs.py",               # the Sphinx site build (-W)
+    "test_notebooks.py",          # executes every committed notebook
+    "test_explain_browser.py",    # the explorer in a headless browser
+    "test_lint.py",               # ruff and mypy over the package
+    "test_exhaustive.py",         # every code of every format of at most 16 bits
+    "test_cast_oracle.py",        # MPFR sweeps of every format, mode and policy
+    "test_ops_oracle.py",         # MPFR sweeps of the arithmetic
+    "test_torch_differential.py", # hypothesis: tensors against numpy
+    "test_torch_sweep.py",        # tensor casts over many patterns
+    "test_emulate_ddp.py",        # multi-process torch
+    "test_course_speed.py",       # timing of the course checkers
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests of HEAVY_FILES ``heavy`` (selection only: nothing is skipped)."""
+    heavy = pytest.mark.heavy
+    for item in items:
+        if item.path.name in HEAVY_FILES:
+            item.add_marker(heavy)

@@ -1,7 +1,7 @@
 """The layer contract of DESIGN.md, checked on the source: imports only point down.
 
-Every module of the package belongs to one layer: its folder (FOLDERS below, lowest first;
-a module at the package root is listed in ROOT). A module may import
+Every module of the package belongs to one layer: its folder (LAYER_FOLDERS below, lowest
+first; a module at the package root is listed in ROOT). A module may import
 modules of its own layer or of a lower one, never of a higher one; the import graph
 between modules has no cycle (imports inside functions included: a lazy upward import is
 still an upward dependency); and no module imports another module's private name (one
