@@ -53,15 +53,15 @@ def _general(kind):
     class _Ctx:
         def __enter__(self):
             if kind == "tc":
-                self.old = _tc._fast_ok
-                _tc._fast_ok = lambda *a: False
+                self.old = _tc.fast_ok
+                _tc.fast_ok = lambda *a: False
             else:
                 self.old = _ac._seq_products_ok
                 _ac._seq_products_ok = lambda *a: False
 
         def __exit__(self, *exc):
             if kind == "tc":
-                _tc._fast_ok = self.old
+                _tc.fast_ok = self.old
             else:
                 _ac._seq_products_ok = self.old
     return _Ctx()

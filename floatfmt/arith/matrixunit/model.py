@@ -53,6 +53,7 @@ class TensorCoreModel:
         (``"mxfp8_e4m3"``, ``"nvfp4"``), the scales' format (``"e8m0"`` or ``"fp8_e4m3"``
         read as ue4m3), products per scale, products summed exactly before scaling (GST).
 
+    >>> from floatfmt.arith.matrixunit.presets import tensorcore_models
     >>> m = tensorcore_models()["h100/fp8_e4m3"]
     >>> m.F, m.L, m.step_fmt
     (13, 32, 'e8m13')
