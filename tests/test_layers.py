@@ -28,6 +28,7 @@ LAYER_OF_PREFIX = {
     "floatfmt._formats": "core",
     "floatfmt.rounding": "core",
     "floatfmt.exact": "core",
+    "floatfmt.mldtypes_link": "core",
     "floatfmt.codec": "core",
     "floatfmt._cast": "core",
     "floatfmt._info": "core",
