@@ -81,6 +81,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.explorer_widget": "teach",
     "floatfmt.plot": "teach",
     "floatfmt.tour": "teach",
+    "floatfmt.peer_rounding": "teach",
     "floatfmt.course": "teach",
     "floatfmt.cli": "teach",
     "floatfmt.explorer": "teach",
