@@ -1,6 +1,6 @@
 """info(): every field against numpy.finfo / ml_dtypes.finfo and the reference table.
 
-``precision`` follows numpy's definition, int(-log10(eps)).  ml_dtypes 0.6 reports 1
+``precision`` follows numpy's definition, int(-log10(eps)).  ml_dtypes (0.5 to 0.7) reports 1
 instead for the fp8 formats with eps >= 1/8 and for e8m0 (eps = 1), where
 int(-log10(eps)) is 0; floatfmt follows numpy, so for those formats precision and
 resolution are checked against the definition, not against ml_dtypes.
@@ -120,7 +120,7 @@ def test_fp64_dynamic_range_is_finite():
 # ---------------------------------------------------------------- every ml_dtypes type
 ML_FLOATS = sorted(n for n in dir(md) if n.startswith("float") and not n.startswith("finfo"))
 ML_INTS = sorted(n for n in dir(md) if n.startswith(("int", "uint")) and n != "iinfo")
-# ml_dtypes 0.6 states precision 1 (resolution 0.1) for these where numpy's rule,
+# ml_dtypes 0.5 to 0.7 state precision 1 (resolution 0.1) for these where numpy's rule,
 # int(-log10(eps)), gives 0 (see the info() docstring); pinned so a change is noticed.
 ML_PRECISION_ONE = {"float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
                     "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float8_e5m3fnu"} & set(ML_FLOATS)
