@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import floatfmt as ff
-from floatfmt.peer_rounding import probe
+from floatfmt.teach.peer_rounding import probe
 from conftest import DET_MODES, FLOAT_DTYPES, any_floats as anyfloat, finite_floats as finite, mpfr as O, same
 
 # Formats ml_dtypes / numpy can convert float32 to (their RNE, their own overflow rule).
@@ -93,7 +93,7 @@ def test_float64_to_bf16_rounds_once_where_ml_dtypes_may_not():
     MPFR oracle, precision 8, bf16's exponent range, judges).  ml_dtypes before 0.7 went
     through float32, so a few values per million landed on the wrong neighbour; 0.7
     rounds once.  The installed ml_dtypes is classified by the probe in
-    floatfmt.peer_rounding, and the million values must bear the probe out."""
+    floatfmt.teach.peer_rounding, and the million values must bear the probe out."""
     rng = np.random.default_rng(2024)
     n = 1_000_000
     x = rng.uniform(1.0, 2.0, n) * np.exp2(rng.integers(-120, 120, n)) * rng.choice([-1.0, 1.0], n)
@@ -351,7 +351,7 @@ def test_stochastic_fast_path_equals_the_reference_path(name, monkeypatch):
     """Both paths draw the same uniforms in the same order, so with one seed they must agree
     bit for bit (zeros' signs included), over values at, between and far off the format."""
     import importlib
-    rounding = importlib.import_module("floatfmt.rounding")
+    rounding = importlib.import_module("floatfmt.core.rounding")
     rng = np.random.default_rng(9)
     f = ff.get_format(name)
     n = 50_000
@@ -376,7 +376,7 @@ def test_round_values_out_may_be_the_input(mode):
     """round_values(x, ..., out=x) (used in place by the scaling layer) gives the same values
     as a fresh output, across several chunks, with and without a sticky part."""
     import importlib
-    rounding = importlib.import_module("floatfmt.rounding")
+    rounding = importlib.import_module("floatfmt.core.rounding")
     rng = np.random.default_rng(4)
     x = np.ldexp(rng.uniform(-2, 2, 100_003), rng.integers(-30, 30, 100_003))
     sticky = rng.integers(0, 4, x.size).astype(np.uint8)

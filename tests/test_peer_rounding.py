@@ -1,4 +1,4 @@
-"""floatfmt.peer_rounding: the probe of how the installed ml_dtypes / torch convert float64.
+"""floatfmt.teach.peer_rounding: the probe of how the installed ml_dtypes / torch convert float64.
 
 The probe looks at one input; here its verdict is checked against many inputs whose
 float32 rounding lies on a midpoint of the target format (where rounding once and
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.peer_rounding import CASES, probe, report
+from floatfmt.teach.peer_rounding import CASES, probe, report
 
 
 def _midpoint_cases(fmt: str, n: int = 2000) -> np.ndarray:

@@ -1,7 +1,7 @@
 """What ``import floatfmt`` and a first cast load: not ml_dtypes, torch or matplotlib.
 
 ml_dtypes' import alone costs most of a second, so floatfmt reaches it only when an
-ml_dtypes dtype is involved (``floatfmt.mldtypes_link``).  Import times themselves are
+ml_dtypes dtype is involved (``floatfmt.core.mldtypes_link``).  Import times themselves are
 measured (README, issue 22), not asserted here; what is asserted is which modules load.
 """
 
@@ -51,7 +51,7 @@ def test_ml_dtypes_inputs_still_work_once_ml_dtypes_is_imported():
     import ml_dtypes
 
     import floatfmt as ff
-    from floatfmt.mldtypes_link import scalar_types
+    from floatfmt.core.mldtypes_link import scalar_types
 
     assert ml_dtypes.bfloat16 in scalar_types()
     x = [ml_dtypes.bfloat16(1.0078125), 0.5, 3]
