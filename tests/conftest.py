@@ -11,6 +11,7 @@ or NaN on both sides; NaN payloads and signs are not compared)
 References
     mpfr               the MPFR oracle (``oracles/mpfr.py``, through gmpy2)
     FLOAT_DTYPES       floatfmt name -> the ml_dtypes / numpy float dtype with that value set
+    ML_DTYPES_LACKS    registered formats whose ml_dtypes type the installed ml_dtypes lacks (why)
     INT_DTYPES         the same for integer formats
     REFERENCE_FLOAT_DTYPES   FLOAT_DTYPES with fp64 and fp32
     REFERENCE_DTYPES   REFERENCE_FLOAT_DTYPES and INT_DTYPES
@@ -30,14 +31,14 @@ import numpy as np
 import pytest
 
 from oracles.compare import mismatches
-from oracles.reference_dtypes import FLOAT_DTYPES, INT_DTYPES
+from oracles.reference_dtypes import FLOAT_DTYPES, INT_DTYPES, ML_DTYPES_LACKS
 
 try:
     from oracles import mpfr
 except ImportError:  # gmpy2 missing: only the modules that use the oracle fail, as before
     mpfr = None
 
-__all__ = ["same", "all_same", "same_value", "mpfr", "FLOAT_DTYPES", "INT_DTYPES", "REFERENCE_FLOAT_DTYPES", "REFERENCE_DTYPES",
+__all__ = ["same", "all_same", "same_value", "mpfr", "FLOAT_DTYPES", "INT_DTYPES", "ML_DTYPES_LACKS", "REFERENCE_FLOAT_DTYPES", "REFERENCE_DTYPES",
            "DET_MODES", "ALL_MODES", "finite_floats", "any_floats", "format_names", "det_modes"]
 
 REFERENCE_FLOAT_DTYPES = {"fp64": np.float64, "fp32": np.float32, **FLOAT_DTYPES}

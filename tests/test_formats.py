@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -250,6 +251,31 @@ def test_ml_dtypes_names_mean_ml_dtypes_value_sets(ml_name):
         same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
         assert same.all(), (spelling, [(hex(c), g, w) for c, g, w in zip(codes[~same], got[~same], want[~same])][:4])
         assert f is ff.get_format(ml_name), spelling  # one Format, whatever the spelling
+
+
+def test_float8_e5m3fnu_value_set_from_its_definition():
+    """ml_dtypes 0.7's float8_e5m3fnu, from its definition (so also where the installed
+    ml_dtypes lacks the type): no sign bit, 5 exponent bits with bias 15, 3 mantissa
+    bits, subnormals, no Inf, 0xFF the only NaN.  The code-by-code comparison with
+    ml_dtypes itself is test_ml_dtypes_names_mean_ml_dtypes_value_sets."""
+    want = []
+    for c in range(256):
+        e, m = c >> 3, c & 7
+        v = Fraction(m, 8) * Fraction(2) ** -14 if e == 0 else (1 + Fraction(m, 8)) * Fraction(2) ** (e - 15)
+        want.append(math.nan if c == 0xFF else float(v))
+    f = ff.get_format("fp8_e5m3fnu")
+    got = ff.decode(np.arange(256, dtype=np.uint8), f)
+    assert np.array_equal(got, want, equal_nan=True) and not np.signbit(got).any()
+    assert (f.bits, f.signed, f.inf, f.max, f.min) == (8, False, False, 114688.0, 0.0)
+    for spelling in ("float8_e5m3fnu", "e5m3fnu", "FP8_E5M3FNU"):
+        assert ff.get_format(spelling) is f
+    if hasattr(md, "float8_e5m3fnu"):
+        assert ff.get_format(md.float8_e5m3fnu) is ff.get_format(np.dtype(md.float8_e5m3fnu)) is f
+    # no negative values: -0 is 0, anything below it NaN; the top tie stays finite
+    x = [-0.0, -2.0**-30, -1.0, 2.0**-18, 2.0**-18 + 2.0**-40, 118784.0, 118785.0, math.inf]
+    assert np.array_equal(ff.cast(x, f), [0.0, math.nan, math.nan, 0.0, 2.0**-17, 114688.0, math.nan,
+                                          math.nan], equal_nan=True)
+    assert ff.cast(1e9, f, overflow="saturate") == 114688.0
 
 
 def test_issue_example_e2m1fn():

@@ -1,6 +1,6 @@
 """info(): every field against numpy.finfo / ml_dtypes.finfo and the reference table.
 
-``precision`` follows numpy's definition, int(-log10(eps)).  ml_dtypes 0.6 reports 1
+``precision`` follows numpy's definition, int(-log10(eps)).  ml_dtypes (0.5 to 0.7) reports 1
 instead for the fp8 formats with eps >= 1/8 and for e8m0 (eps = 1), where
 int(-log10(eps)) is 0; floatfmt follows numpy, so for those formats precision and
 resolution are checked against the definition, not against ml_dtypes.
@@ -89,6 +89,11 @@ def test_reference_table_facts():
     assert ff.info("e8m0").nan_codes == ("0xff",) and ff.info("e8m0").num_finite == 255
     assert ff.info("fp6_e3m2").max == 28 and ff.info("fp6_e2m3").smallest_subnormal == 0.125
     assert ff.info("fp8_e3m4").max == 15.5 and ff.info("fp8_e5m2fnuz").smallest_subnormal == 2.0**-17
+    e5m3 = ff.info("fp8_e5m3fnu")  # ml_dtypes 0.7's float8_e5m3fnu (unsigned, NaN 0xFF)
+    assert (e5m3.max, e5m3.min, e5m3.smallest_normal, e5m3.smallest_subnormal) == (114688, 0, 2.0**-14, 2.0**-17)
+    assert (e5m3.eps, e5m3.nan_codes, e5m3.num_finite, e5m3.has_inf, e5m3.signed) == (0.125, ("0xff",), 255,
+                                                                                      False, False)
+    assert (e5m3.minexp, e5m3.maxexp, e5m3.nmant, e5m3.nexp, e5m3.precision) == (-14, 17, 3, 5, 0)
 
 
 def test_repr_is_readable():
@@ -115,10 +120,10 @@ def test_fp64_dynamic_range_is_finite():
 # ---------------------------------------------------------------- every ml_dtypes type
 ML_FLOATS = sorted(n for n in dir(md) if n.startswith("float") and not n.startswith("finfo"))
 ML_INTS = sorted(n for n in dir(md) if n.startswith(("int", "uint")) and n != "iinfo")
-# ml_dtypes 0.6 states precision 1 (resolution 0.1) for these where numpy's rule,
+# ml_dtypes 0.5 to 0.7 state precision 1 (resolution 0.1) for these where numpy's rule,
 # int(-log10(eps)), gives 0 (see the info() docstring); pinned so a change is noticed.
 ML_PRECISION_ONE = {"float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
-                    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu"}
+                    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float8_e5m3fnu"} & set(ML_FLOATS)
 
 
 def _spellings(ml_name):

@@ -74,13 +74,22 @@ def test_tour_mentions_the_key_numbers():
 
 
 def test_tour_double_rounding_case():
+    """Section 7: the once-rounded value (checked by exact arithmetic), the value through
+    float32, and what the installed ml_dtypes gives, with the verdict that value earns
+    (ml_dtypes before 0.7 went through float32, 0.7 rounds once: the tour probes it)."""
     t = _tour_text()
     x = DOUBLE_ROUNDING_X
-    theirs = float(np.float64(x).astype(ml_dtypes.bfloat16))
     right = _bf16_rne(x)
-    assert theirs != right  # the case really is one ml_dtypes gets wrong
-    assert f"astype(bfloat16) = {theirs!r}" in t
-    assert f"ff.cast(x, 'bf16')                 = {right!r}" in t
+    twice = _bf16_rne(float(np.float32(x)))
+    assert twice != right  # the case really is one that rounding through float32 gets wrong
+    assert f"ff.cast(x, 'bf16')                 = {right!r}   (rounded once: correct)" in t
+    assert f"ff.cast(ff.cast(x, 'fp32'), 'bf16') = {twice!r}   (rounded twice)" in t
+    theirs = float(np.float64(x).astype(ml_dtypes.bfloat16))
+    verdict = "rounded once: correct" if theirs == right else "rounded twice, through float32: wrong"
+    assert theirs in (right, twice)
+    assert (f"ml_dtypes {ml_dtypes.__version__}: np.float64(x).astype(ml_dtypes.bfloat16) = {theirs!r}"
+            f"   ({verdict})") in t
+    assert "gets wrong" not in t  # no claim about a peer that the probe did not make
 
 
 def test_tour_figures_flag(tmp_path, capsys):

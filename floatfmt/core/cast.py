@@ -167,9 +167,9 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
 
     Values a format lacks: NaN stays NaN (also for fp6 / fp4 / integers, which
     have no NaN code: ``cast`` returns NaN, ``encode`` raises ValueError);
-    formats without -0 (fnuz, integers) give +0; E8M0 (unsigned powers of two,
+    formats without -0 (fnuz, integers, fp8_e5m3fnu) give +0; E8M0 (unsigned powers of two,
     no zero) gives NaN for 0, negatives and NaN, and 2**-127 for positive values
-    below it, as ml_dtypes does.  Stochastic rounding moves away from zero with
+    below it, as ml_dtypes does (fp8_e5m3fnu: NaN for negatives).  Stochastic rounding moves away from zero with
     probability |x - trunc_q(x)| / q (53 random bits; ``sr_bits=N`` uses N bits,
     probability floor(p * 2**N) / 2**N, as hardware does).
 

@@ -243,12 +243,14 @@ class Format:
 
     @property
     def min(self) -> float:
-        """Most negative finite value (``-max`` for signed floats, 0 or -2**(n-1) else)."""
+        """Most negative finite value: ``-max`` for signed floats, -2**(n-1) or 0 for
+        integers, and for unsigned floats 0, or the smallest value when there is no
+        zero (E8M0: 2**-127)."""
         if self.kind == "int":
             return float(-(1 << (self._bits - 1))) if self.signed else 0.0
         if self.signed:
             return -self.max
-        return 0.0 if self.rules == "p3109" else self.smallest_normal
+        return 0.0 if self.zero else self.smallest_normal
 
     @property
     def smallest_normal(self) -> float:
@@ -312,6 +314,8 @@ _REGISTRY: dict[str, Format] = {f.name: f for f in [
        "no Inf, no -0, NaN is 0x80, max 30", inf=False, nan="negative_zero"),
     _f("fp8_e4m3_ieee", 4, 3, 7, "IEEE-like E4M3 with Inf (ml_dtypes float8_e4m3), max 240"),
     _f("fp8_e3m4", 3, 4, 3, "IEEE-like E3M4"),
+    _f("fp8_e5m3fnu", 5, 3, 15, "unsigned E5M3 (ml_dtypes float8_e5m3fnu): no sign, no Inf, NaN 0xFF, "
+       "max 114688", inf=False, nan="all_ones", signed=False),
     _f("fp6_e2m3", 2, 3, 1, "OCP MX FP6 E2M3: no Inf, no NaN", inf=False, nan="none"),
     _f("fp6_e3m2", 3, 2, 3, "OCP MX FP6 E3M2: no Inf, no NaN", inf=False, nan="none"),
     _f("fp4_e2m1", 2, 1, 1, "OCP MX FP4 E2M1 (NVFP4 element): no Inf, no NaN",
@@ -338,6 +342,7 @@ _ALIASES: dict[str, str] = {
     "float8_e4m3": "fp8_e4m3_ieee",
     "e3m4": "fp8_e3m4", "float8_e3m4": "fp8_e3m4",
     "float8_e4m3b11fnuz": "fp8_e4m3b11fnuz", "e4m3b11fnuz": "fp8_e4m3b11fnuz",
+    "float8_e5m3fnu": "fp8_e5m3fnu", "e5m3fnu": "fp8_e5m3fnu",
     # ml_dtypes' "fn" (finite) FP6 / FP4 types have no NaN at all: their short names
     # must not fall through to the "eXmYfn" pattern (whose all-ones code is NaN).
     "e2m3": "fp6_e2m3", "float6_e2m3fn": "fp6_e2m3", "fp6": "fp6_e2m3",

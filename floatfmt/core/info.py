@@ -31,10 +31,10 @@ class FormatInfo:
 
     ``precision`` follows numpy's rule for every format: ``numpy.finfo`` defines it
     as ``int(-log10(eps))``, i.e. floor(nmant * log10(2)) (float16 3, float32 6,
-    float64 15; C's ``FLT_DIG`` / ``DBL_DIG``).  ml_dtypes 0.6 follows the same rule
+    float64 15; C's ``FLT_DIG`` / ``DBL_DIG``).  ml_dtypes (0.5 to 0.7) follows the same rule
     for bfloat16, float8_e3m4 and its FP6 / FP4 types, but its ``finfo`` states
-    precision 1 (resolution 0.1) for the other float8 types (E4M3 and E5M2 variants,
-    eps 1/8 or 1/4) and for float8_e8m0fnu (eps 1), where the rule gives 0: there
+    precision 1 (resolution 0.1) for the other float8 types (E4M3, E5M2 and, from 0.7,
+    E5M3 variants, eps 1/8 or 1/4) and for float8_e8m0fnu (eps 1), where the rule gives 0: there
     floatfmt says 0 (resolution 1.0), the same as for FP6 E2M3, whose eps is also
     1/8.  Every other field equals ``ml_dtypes.finfo`` / ``numpy.finfo``.
     """

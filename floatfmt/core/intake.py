@@ -39,6 +39,7 @@ from typing import SupportsFloat
 import numpy as np
 
 from .formats import Format, get_format
+from .mldtypes_link import module as ml_module, scalar_types as ml_scalar_types
 
 __all__ = ["Exact", "to_exact", "holds"]
 
@@ -322,7 +323,7 @@ def _objects(arr: np.ndarray, wrap_bits=None):
 
 
 def _from_torch(t):
-    import ml_dtypes
+    ml_dtypes = ml_module()  # torch's bf16 / fp8 tensors are viewed as ml_dtypes arrays
     t = t.detach().cpu()
     name = str(t.dtype).replace("torch.", "")
     special = {"bfloat16": (np.uint16, ml_dtypes.bfloat16),
@@ -371,25 +372,18 @@ def to_exact(x, wrap_bits=None) -> Exact:
                  np.asarray(_resid_of(x, hi, wrap_bits), np.int64))
 
 
-# Leaf types that numpy converts to float64 without rounding (ml_dtypes scalars are
-# added below), and integer leaf types (exact in float64 up to 2**53 only).
-_FLOAT_LEAVES = {float, bool, np.float64, np.float32, np.float16, np.bool_}
-_INT_LEAVES = {int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-               np.uint64, np.intc, np.uintc, np.longlong, np.ulonglong}
-try:
-    import ml_dtypes as _ml
-
-    _FLOAT_LEAVES |= {getattr(_ml, n) for n in ("bfloat16", "float8_e4m3fn", "float8_e5m2",
-                                                 "float8_e4m3fnuz", "float8_e5m2fnuz",
-                                                 "float8_e4m3b11fnuz", "float8_e4m3", "float8_e3m4",
-                                                 "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn",
-                                                 "float4_e2m1fn", "int4", "uint4", "int2", "uint2")
-                      if hasattr(_ml, n)}
-except ImportError:  # pragma: no cover
-    pass
+# Leaf types that numpy converts to float64 without rounding (ml_dtypes scalars too,
+# see _float_leaves), and integer leaf types (exact in float64 up to 2**53 only).
+_FLOAT_LEAVES = frozenset({float, bool, np.float64, np.float32, np.float16, np.bool_})
+_INT_LEAVES = frozenset({int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                         np.uint64, np.intc, np.uintc, np.longlong, np.ulonglong})
+_OTHER_LEAVES = frozenset({str, np.str_, bytes, np.bytes_, Fraction, Decimal})
 
 
-_SCALAR_LEAVES = _FLOAT_LEAVES | _INT_LEAVES | {str, np.str_, bytes, np.bytes_, Fraction, Decimal}
+def _float_leaves() -> frozenset:
+    """_FLOAT_LEAVES plus the ml_dtypes scalar types once ml_dtypes is imported (before
+    that no ml_dtypes scalar exists, and floatfmt does not import it for them)."""
+    return _FLOAT_LEAVES | ml_scalar_types()
 
 
 def _sequence(x) -> np.ndarray:
@@ -418,7 +412,9 @@ def _sequence(x) -> np.ndarray:
     types = set(map(type, x))
     leaves: np.ndarray | None
     flat: np.ndarray | None
-    if not types <= _SCALAR_LEAVES:  # nested, or array-likes: look at the innermost elements
+    float_leaves = _float_leaves()
+    # nested, or array-likes: look at the innermost elements
+    if not types <= float_leaves | _INT_LEAVES | _OTHER_LEAVES:
         leaves = np.asarray(x, dtype=object)  # (arrays expanded into their elements)
         if leaves.shape != arr.shape:  # pragma: no cover - numpy expands both alike
             raise TypeError("cannot make a rectangular array from this input")
@@ -426,8 +422,8 @@ def _sequence(x) -> np.ndarray:
         types = set(map(type, flat))
     else:
         leaves = flat = None  # the elements are the leaves: x itself
-    if kind == "f" and arr.dtype.itemsize <= 8 and types <= _FLOAT_LEAVES | _INT_LEAVES:
-        if types <= _FLOAT_LEAVES or all(-_TWO53 <= int(v) <= _TWO53 for v in (x if flat is None else flat)
+    if kind == "f" and arr.dtype.itemsize <= 8 and types <= float_leaves | _INT_LEAVES:
+        if types <= float_leaves or all(-_TWO53 <= int(v) <= _TWO53 for v in (x if flat is None else flat)
                                          if type(v) in _INT_LEAVES):
             return arr
     elif kind in "US" and types <= {str, np.str_, bytes, np.bytes_}:

@@ -25,5 +25,6 @@ import numpy as np
 __all__ = ["Values", "RngLike", "Overflow"]
 
 Values = Any
-RngLike = Union[np.random.Generator, int, None]
+# (a string: numpy.random is a lazy submodule whose import costs ~0.1 s, not needed for a cast)
+RngLike = Union["np.random.Generator", int, None]
 Overflow = Union[str, None]

@@ -1,6 +1,6 @@
 """``floatfmt tour``: a narrated walk through the key facts, every number
 computed on the spot with floatfmt (and, where installed, ml_dtypes for the
-comparison at the end).  Runs in well under ten seconds."""
+comparison at the end, probed as it runs).  Runs in well under ten seconds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import math
 import sys
 from fractions import Fraction
 
-import numpy as np
 
 from ..core.cast import cast
 from ..core.codec import encode, ulp
@@ -16,12 +15,13 @@ from .compare import compare
 from .explain.entry import explain
 from .numtext import exact_decimal
 from ..core.formats import get_format, hex_code
+from .peer_rounding import CASES, installed_version, report
 
 __all__ = ["run_tour", "DOUBLE_ROUNDING_X"]
 
-# A float64 that ml_dtypes (and torch) convert to bf16 wrongly: they go through
-# float32 first, which lands exactly on a bf16 midpoint.
-DOUBLE_ROUNDING_X = float.fromhex("-0x1.5affff36664e1p-5")
+# A float64 whose float32 rounding lands exactly on a bf16 midpoint: rounding it to bf16
+# through float32 (ml_dtypes before 0.7, torch 2.13) gives the wrong neighbour.
+DOUBLE_ROUNDING_X = CASES["bf16"]
 
 
 def _pct(r) -> str:
@@ -114,24 +114,25 @@ def _e4m3_edge_part(out) -> None:
 
 
 def _double_rounding_part(out) -> None:
-    _section(out, 7, "Double rounding: the float64 -> bf16 case ml_dtypes gets wrong")
+    _section(out, 7, "Double rounding: float64 -> bf16 through float32")
     xd = DOUBLE_ROUNDING_X  # (x, the loop variable above, is an int)
     right = cast(xd, "bf16")
     x32 = cast(xd, "fp32")
     tie = explain(x32, "bf16")
     out(f"x = float.fromhex('{xd.hex()}') = {xd!r}")
-    try:
-        import ml_dtypes
-        theirs = float(np.float64(xd).astype(ml_dtypes.bfloat16))
-        out(f"ml_dtypes {ml_dtypes.__version__}: np.float64(x).astype(bfloat16) = {theirs!r}")
-    except ImportError:
-        theirs = cast(x32, "bf16")
-        out(f"(ml_dtypes is not installed; going through float32 as it does gives {theirs!r})")
     out(f"floatfmt:  ff.cast(x, 'bf16')                 = {right!r}   (rounded once: correct)")
+    out(f"through float32: ff.cast(ff.cast(x, 'fp32'), 'bf16') = {cast(x32, 'bf16')!r}   (rounded twice)")
     out(f"Why: float32(x) = {x32!r} lies exactly halfway between the bf16 neighbours "
         f"{tie.lower!r} and {tie.upper!r} (tie={tie.tie}), so ties-to-even picks {cast(x32, 'bf16')!r}; "
         f"x itself is {'below' if abs(xd) < abs(x32) else 'above'} that midpoint in magnitude, "
         f"so the right answer is {right!r}.")
+    # The peers, probed now (ml_dtypes before 0.7 went through float32; 0.7 rounds once).
+    for line in report(("ml_dtypes",)):
+        out(line)
+    torch_version = installed_version("torch")
+    if torch_version is not None:
+        out(f"torch {torch_version} is installed but not probed here (its import takes seconds): "
+            "python -m floatfmt.teach.peer_rounding probes it")
 
 
 def run_tour(figures_out=None, file=None) -> None:
