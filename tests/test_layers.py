@@ -23,6 +23,7 @@ LAYERS = ["core", "arithmetic", "lab", "torch", "gpu", "teach"]
 LAYER_OF_PREFIX = {
     # core: formats, the one rounding routine, exact intake, codec, cast, info
     "floatfmt._version": "core",
+    "floatfmt._optional": "core",
     "floatfmt._types": "core",
     "floatfmt._names": "core",
     "floatfmt._formats": "core",
