@@ -50,8 +50,8 @@ from .groupscale import quantize_tiled, tiled_request
 from .quantize_device import device_quantize
 from .quantized import QuantizedTensor, choose, intake, normalize_axis, resolve_kind, width
 from .rounding import make_rng, resolve_mode
-from .tensorscale import (CALIBRATIONS, calibrated_range, channel_layout, fp32_scale, given_scale,
-                          int_scale_params, mse_range, round_float_quotients, round_int_quotients)
+from .tensorscale import (CALIBRATIONS, calibrated_range, channel_layout, check_zero_point, code_range,
+                          fp32_scale, given_scale, int_scale_params, mse_range, round_float_quotients, round_int_quotients)
 
 __all__ = ["quantize", "fake_quant", "CALIBRATIONS"]
 
@@ -118,7 +118,10 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
     scale, zero_point : give them instead of calibrating (numbers, or per-channel arrays);
         with an explicit zero point the codes span the format's whole range, as in
         ``torch.quantize_per_tensor``.
-    pow2_scale : round the scale up to a power of two.
+    pow2_scale : round the scale, calibrated or given, up to a power of two (``scale=0.3``
+        becomes 0.5; one that is a power of two stays), so that nothing new clips.
+    zero_point : must be a code of the format (int8: -128..127, uint8: 0..255); any other
+        value, or per-channel array holding one, is a ValueError naming the range.
     rounding : element rounding mode (``"stochastic"`` uses ``rng``).
     Scales are fp32 values (rounded once); every quotient ``x / scale`` is rounded once.
     An option that does not apply to the format's kind (``OPTIONS_BY_KIND``: e.g.
@@ -322,6 +325,8 @@ def _int(v, frac, narrow, f: Format, fake, rule: _ScaleRule, scheme, scale, zero
     if scale is not None and not isinstance(scale, str):
         sc, zp, qmin, qmax = _given_int_params(v, f, rule.axis, scale, zero_point, symmetric,
                                                narrow_range)
+        if rule.pow2:  # pow2_scale applies to a given scale too
+            sc = fp32_scale(sc, True)
     else:
         if scale is not None and scale != "amax":
             raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
@@ -351,8 +356,10 @@ def _given_int_params(v, f: Format, ax, scale, zero_point, symmetric, narrow_ran
     zp = np.asarray(default_zp if zero_point is None else zero_point)
     if zp.dtype.kind not in "iu":
         raise TypeError("zero_point must be an integer or an integer array")
+    if zero_point is not None and zp.size:
+        check_zero_point(int(zp.min()), int(zp.max()), f)
     zp = channel_layout(zp.astype(np.int64), v, ax)
-    qmin, qmax = (int(f.min), int(f.max)) if f.signed else (0, (1 << bits) - 1)
+    qmin, qmax = code_range(f)
     if f.signed and symmetric and narrow_range and zero_point is None:
         qmin += 1
     return sc, zp, qmin, qmax
@@ -370,6 +377,8 @@ def _float(v, frac, sticky, narrow, f: Format, rule: _ScaleRule, scale, overflow
         sc = fp32_scale(hi * 2.0 ** rule.margin / f.max, rule.pow2)
     else:
         sc = given_scale(scale, "scale", v, rule.axis)
+        if rule.pow2:
+            sc = fp32_scale(sc, True)
     r = round_float_quotients(v, frac, sticky, narrow, sc, f, mode, overflow, rng)
     return QuantizedTensor(r, sc, 0, f.name, f, rule.granularity, rule.axis, scheme="symmetric")
 

@@ -62,7 +62,7 @@ from .ops_device import wide_quotient
 from .quantized import QuantizedTensor, choose, normalize_axis, width
 from .quantized_device import expand_tiles
 from .rounding import STOCHASTIC, round_values
-from .tensorscale import MSE_GRID, WIDE_INT, reduce_axes
+from .tensorscale import MSE_GRID, WIDE_INT, check_zero_point, code_range, reduce_axes
 
 __all__ = ["device_quantize", "exact_quotient"]
 
@@ -336,9 +336,13 @@ def _int(v: Any, p: Any, ax: Any) -> QuantizedTensor:
             if a.dtype.kind not in "iu":
                 raise TypeError("zero_point must be an integer or an integer array")
             zpt = t.as_tensor(a.astype(np.int64), device=v.device)
+        if zp_given is not None and zpt.numel():
+            check_zero_point(int(zpt.min()), int(zpt.max()), f)
         zpt = _layout(zpt.to(dtype=t.int64), v, ax)
         zp = int(zpt) if zpt.ndim == 0 else zpt
-        qmin, qmax = (int(f.min), int(f.max)) if f.signed else (0, (1 << bits) - 1)
+        qmin, qmax = code_range(f)
+        if o["pow2_scale"]:  # pow2_scale applies to a given scale too (quantization._int)
+            sc = _fp32_scale(_tensor(sc, v), True)
         if f.signed and p.symmetric and p.narrow_range and zp_given is None:
             qmin += 1
     else:
@@ -366,6 +370,8 @@ def _float(v: Any, p: Any, ax: Any) -> QuantizedTensor:
         sc = _fp32_scale(hi * 2.0 ** p.margin / f.max, bool(o["pow2_scale"]))
     else:
         sc = _given_scale(scale, v, ax)
+        if o["pow2_scale"]:
+            sc = _fp32_scale(_tensor(sc, v), True)
     if not is_tensor(sc) and sc == 1.0:
         r = round_values(v, f, p.mode, o["overflow"], rng=_rng(p))
     else:
