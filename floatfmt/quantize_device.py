@@ -150,6 +150,17 @@ def _fp32_scale(raw: Any, pow2: bool) -> Any:
     return float(s) if s.ndim == 0 else s
 
 
+def _unit_where_infinite(sc: Any, inf: Any) -> Any:
+    """``tensorscale.unit_scale_where_infinite`` on tensors: 1.0 where ``inf`` (1.0 where
+    the calibration set holds +-Inf, 0.0 elsewhere, in the layout of ``sc``) is set."""
+    t = namespace(inf).t
+    if not bool((inf > 0).any()):
+        return sc
+    if not is_tensor(sc):
+        return 1.0
+    return t.where(inf > 0, t.ones_like(sc), sc)
+
+
 def _tensor(a: Any, like: Any) -> Any:
     t = namespace(like).t
     return a if is_tensor(a) else t.as_tensor(a, dtype=t.float64, device=like.device)
@@ -368,6 +379,10 @@ def _float(v: Any, p: Any, ax: Any) -> QuantizedTensor:
             raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
         _, hi = _calibrate(v, p, ax, True)
         sc = _fp32_scale(hi * 2.0 ** p.margin / f.max, bool(o["pow2_scale"]))
+        if p.calibration == "max" and v.numel():  # tensorscale.unit_scale_where_infinite
+            red = reduce_axes(v.ndim, ax, p.granularity)
+            inf = namespace(v).t.isinf(v).to(v.dtype if v.is_floating_point() else namespace(v).t.float64)
+            sc = _unit_where_infinite(sc, inf.amax() if red is None else inf.amax(dim=red, keepdim=True))
     else:
         sc = _given_scale(scale, v, ax)
         if o["pow2_scale"]:
@@ -473,6 +488,8 @@ def _tiled(v: Any, p: Any) -> QuantizedTensor:
         return QuantizedTensor(n, sc, zp, f.name, f, label, ax, size, None, None, qmin, qmax,
                                p.scheme, block_shape=tile)
     sc = _fp32_scale(hi * 2.0 ** p.margin / f.max, pow2)
+    if v.numel():  # a tile whose amax is infinite: scale 1 (groupscale.quantize_tiled)
+        sc = _unit_where_infinite(sc, _tile_reduce(t.isinf(v).to(t.float64), tile, "amax"))
     r = _round_quotients(v, expand_tiles(_tensor(sc, v), tile, shape), f, p.mode, o["overflow"],
                          _rng(p))
     return QuantizedTensor(r, sc, 0, f.name, f, label, ax, size, scheme=p.scheme, block_shape=tile)

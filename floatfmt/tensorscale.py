@@ -114,6 +114,18 @@ def check_zero_point(lo: int, hi: int, fmt: Format, what: str = "zero_point") ->
                          f"got {bad}")
 
 
+def unit_scale_where_infinite(sc, infinite):
+    """An amax-calibrated float scale where the amax is infinite: 1.0 (the tensor, channel
+    or tile is rounded unscaled, so its +-Inf saturates to +-max and its finite values keep
+    their own magnitudes), as Transformer Engine's ``compute_scale_from_amax`` does for an
+    infinite amax (its amax, ``fmaxf`` of |x|, keeps Inf and skips NaN).  ``infinite``:
+    True where the calibration set holds +-Inf, in the layout of ``sc``."""
+    if not np.any(infinite):
+        return sc
+    r = np.where(infinite, 1.0, sc)
+    return float(r) if r.ndim == 0 else r
+
+
 def fp32_scale(raw, pow2):
     """A positive fp32 scale (1.0 where the range is empty); ``pow2`` rounds it up
     to a power of two (so nothing new clips)."""
