@@ -385,8 +385,12 @@ def test_bad_p3109_names_and_parameters():
     assert "signedness" in m and "'x'" in m and "'s'" in m and "'u'" in m
     m = err(lambda: ff.get_format("binary8p3sq"))
     assert "domain" in m and "'q'" in m and "'e'" in m and "'f'" in m
-    m = err(lambda: ff.get_format("binary20p2se"))  # exponent field too wide for float64
-    assert "P (precision) 2" in m and "9..19" in m
+    # exponent field too wide for float64: K - P <= 10 bits (an 11-bit field has bias 1024,
+    # smallest normal 2**-1023), so P >= 10 for K = 20
+    m = err(lambda: ff.get_format("binary20p2se"))
+    assert "P (precision) 2" in m and "10..19" in m
+    m = err(lambda: ff.get_format("binary64p53se"))  # no P fits: K - P <= 10 and P <= 53
+    assert "valid P are none" in m
     with pytest.raises(TypeError):
         ff.p3109(8, 3.0)
     # close matches still work around the new names
