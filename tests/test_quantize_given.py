@@ -46,7 +46,7 @@ def _quantize(path, x, fmt, **kw):
         q = ff.quantize(np.asarray(x, np.float64), fmt, **kw)
         return np.asarray(q.dequantize(), np.float64), np.asarray(q.scale, np.float64)
     import torch
-    from floatfmt.dispatch import force_namespace
+    from floatfmt.backend.dispatch import force_namespace
     dtypes = {"scale": torch.float64, "zero_point": torch.int64}
     kw = {k: (torch.tensor(v, dtype=dtypes[k]) if isinstance(v, list) and path == "device" else v)
           for k, v in kw.items()}

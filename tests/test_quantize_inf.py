@@ -38,7 +38,7 @@ def _q(path, x, fmt, **kw):
         q = ff.quantize(np.asarray(x, np.float64), fmt, **kw)
         return np.asarray(q.dequantize(), np.float64), np.asarray(q.scale, np.float64)
     import torch
-    from floatfmt.dispatch import force_namespace
+    from floatfmt.backend.dispatch import force_namespace
     with force_namespace() if path == "device" else contextlib.nullcontext():
         q = ff.quantize(torch.tensor(np.asarray(x, np.float64)), fmt, **kw)
         d = q.dequantize()

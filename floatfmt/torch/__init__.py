@@ -1,7 +1,7 @@
 """floatfmt on torch tensors: the torch layer (imports torch; ``import floatfmt`` does not).
 
 ``floatfmt.cast``, ``encode`` and ``decode`` take tensors directly (the core reaches
-torch only through its array namespace, ``floatfmt._xp``).  This package adds what
+torch only through its array namespace, ``floatfmt.backend.namespace``).  This package adds what
 needs torch itself:
 
 * ``cast(x, fmt, ..., ste=None)``: ``floatfmt.cast`` (re-exported; tensors in, tensors
@@ -18,15 +18,15 @@ needs torch itself:
 >>> fft.cast(torch.tensor([0.1, 1000.0]), "fp8_e4m3", overflow="saturate").tolist()
 [0.1015625, 448.0]
 
-Importing it without torch raises ``floatfmt._optional.MissingExtraError`` (a
+Importing it without torch raises ``floatfmt.backend.optional.MissingExtraError`` (a
 ``ModuleNotFoundError``) that names the extra: ``pip install "floatfmt[torch]"``.
 """
 
-from .._optional import optional_import
+from ..backend.optional import optional_import
 
 optional_import("torch", "torch", "floatfmt.torch")
 
-from .._cast import cast  # noqa: E402 - after the check that torch is there
+from ..core.cast import cast  # noqa: E402 - after the check that torch is there
 from .quant import fake_quant
 from .recipe import Recipe, get_recipe, recipes
 from .emulation import (delayed_scaling, emulate, emulating, matmul, unemulate, unscale_grads,
