@@ -336,29 +336,31 @@ def _align(v, scale):
     return round_values(y, _ALIGNED, "toward_zero", "saturate", out=y)
 
 
-def _step(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format):
+def _step(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format, keep=False):
     """One step over the last axis of the products P (exponents EP) with accumulator c
     (values of ``cfmt``), c entering where ``model.c_entry`` says.  Steps other than
-    T-FDPA (AMD) are ``floatfmt.arith.matrixunit.fdpa.step``."""
+    T-FDPA (AMD) are ``floatfmt.arith.matrixunit.fdpa.step``.  ``keep``: a zero term keeps its exponent
+    EP in e_max (GST-FDPA's group sums) instead of ``zero_exponent``."""
     if model.algorithm in ("e_fdpa", "ftz_addmul", "tr_fdpa", "gtr_fdpa"):
         return fdpa.step(P, EP, c, model, cfmt, ofmt)
     if model.c_entry == "aligned":
-        return _fused(P, EP, c, model, cfmt, ofmt)
-    s = _fused(P, EP, np.zeros(np.shape(c)), model, cfmt, ofmt)  # the products alone
+        return _fused(P, EP, c, model, cfmt, ofmt, keep)
+    s = _fused(P, EP, np.zeros(np.shape(c)), model, cfmt, ofmt, keep)  # the products alone
     t, cls = eft.exact_sum(s, c)  # then one addition, rounded to nearest-even
     policy = "inf" if model.overflow == "inf" and ofmt.inf else "saturate"
     return round_values(t, ofmt, "nearest_even", policy, sticky=cls)
 
 
-def _fused(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format):
-    """Steps 2-5 of the module docstring: c is one term of the fused sum."""
+def _fused(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format, keep=False):
+    """Steps 2-5 of the module docstring: c is one term of the fused sum (``keep``: see
+    ``_step``)."""
     F = model.F
     floor = model.zero_exponent
     with np.errstate(invalid="ignore", over="ignore"):
         total = P.sum(-1) + c  # NaN / Inf detection (finite terms cannot overflow float64)
     special = ~np.isfinite(total)
     fin_p = np.isfinite(P)
-    nzp = (P != 0) & fin_p
+    nzp = fin_p if keep else (P != 0) & fin_p
     ec = np.where((c != 0) & np.isfinite(c), _exponents(c, cfmt), floor)
     e_max = np.maximum(np.where(nzp, EP, floor).max(-1), ec)
     scale = (F - e_max).astype(np.int64)
@@ -388,11 +390,12 @@ def _finish(S, val, special, total, model: TensorCoreModel, ofmt: Format):
     return np.where(special, np.where(np.isnan(total), np.nan, total), r)
 
 
-def fused_dot(P, EP, model: TensorCoreModel, c=None):
+def fused_dot(P, EP, model: TensorCoreModel, c=None, keep=False):
     """Chain fused steps over the last axis of exact products P with exponents EP.
 
-    P, EP: arrays (..., K).  c: initial accumulator (default +0).  Returns the
-    accumulator values (float64, in the model's step format)."""
+    P, EP: arrays (..., K).  c: initial accumulator (default +0).  ``keep``: zero terms
+    keep their exponent in the alignment (GST-FDPA group sums; see ``_step``).  Returns
+    the accumulator values (float64, in the model's step format)."""
     cfmt = get_format(model.acc_fmt)
     ofmt = model.output_format
     K = P.shape[-1]
@@ -403,7 +406,7 @@ def fused_dot(P, EP, model: TensorCoreModel, c=None):
     for k0 in range(0, max(K, 1), model.L):
         if K == 0:
             break
-        acc = _step(P[..., k0:k0 + model.L], EP[..., k0:k0 + model.L], acc, model, cfmt, ofmt)
+        acc = _step(P[..., k0:k0 + model.L], EP[..., k0:k0 + model.L], acc, model, cfmt, ofmt, keep)
         cfmt = ofmt
     return acc
 
@@ -821,7 +824,9 @@ def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: 
 
     ST-FDPA (``group == 1``): each product a*b*|s_a|*|s_b| has the exponent
     e_a + e_b + e(s_a) + e(s_b); GST-FDPA (``group == G``): each sum of G products,
-    times |s_a|*|s_b|, has the exponent e(s_a) + e(s_b).  Those terms then go through
+    times |s_a|*|s_b|, has the exponent e(s_a) + e(s_b), also when the sum is exactly 0
+    (MMA-Sim's ``nv_fused_dot_add_with_block_scale``; a zero scale has the exponent
+    ``zero_exponent`` there).  Those terms then go through
     T-FDPA steps (``L / group`` terms and c per step, F bits, RZ to fp32) in K order.
     Returns the float64 values of the fp32 result.  ``ff.block_scaled_matmul`` does
     the quantisation and NVFP4's per-tensor scale.
@@ -847,5 +852,6 @@ def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: 
                          f"{y.shape[:-2] + (nb, y.shape[-1])} (one per {m.scale_block} along K)")
     out_shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
     cv = _accumulator_input(c, m, out_shape)
-    T, ET = fdpa.scaled_terms(x, sx, y, sy, elem, sfmt, m.scale_block, m.group)
-    return fused_dot(T, ET, m.replace(L=m.L // m.group, group=1), cv)  # terms per step
+    T, ET = fdpa.scaled_terms(x, sx, y, sy, elem, sfmt, m.scale_block, m.group, m.zero_exponent)
+    return fused_dot(T, ET, m.replace(L=m.L // m.group, group=1), cv,  # terms per step
+                     keep=m.group > 1)
