@@ -17,6 +17,7 @@ from .teach.numtext import exact_decimal
 from .core.block_formats import block_formats, get_block_format
 from .core.formats import formats, get_format, hex_code
 from .core.info import info
+from .backend.optional import MissingExtraError
 from .core.rounding import MODES
 
 
@@ -179,7 +180,9 @@ def main(argv=None) -> int:
         else:
             _parser().print_help()
             return 2
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, MissingExtraError) as err:
+        # one line, no traceback: a bad argument, or an optional package that is missing
+        # (its message names the extra that installs it)
         print(f"floatfmt: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -255,7 +255,8 @@ def test_capture_imports_and_fails_cleanly_without_torch(tmp_path):
             "import floatfmt.gpu.capture as c\n"
             f"sys.exit(c.main(['--out', {str(tmp_path / 'o')!r}, '--dry-run']))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert r.returncode == 2 and "needs torch" in r.stderr
+    assert r.returncode == 2 and "needs the package 'torch'" in r.stderr
+    assert 'pip install "floatfmt[gpu]"' in r.stderr and "Traceback" not in r.stderr
 
 
 def test_capture_rejects_unknown_section(capsys):

@@ -327,9 +327,14 @@ def test_gst_fdpa_alignment_exponent_comes_from_the_scales():
     s = [2.0 ** 8, 2.0 ** 8, 2.0 ** -9, 1.0]
     r = _bs(a, b, s, s, 0.0, "b200/nvfp4")
     assert r == 0.0 and not np.signbit(r)
-    # without the cancelling pair e_max = -18 and 2**-20 is kept
+    # A zero group still aligns by its scales (MMA-Sim appends e(s_a) + e(s_b) for every
+    # group): with groups 0 and 1 all zeros but the same scales, e_max is still 16.
     a2 = [0.0] * 32 + [0.5] + z + [0.0] * 16
-    assert _bs(a2, b, s, s, 0.0, "b200/nvfp4") == 2.0 ** -20
+    assert _bs(a2, b, s, s, 0.0, "b200/nvfp4") == 0.0
+    # With their scales 2**-9 too, e_max is 0 (group 3: zeros, scales 1, exponent 0), the
+    # unit 2**-35, and 2**-20 is kept.
+    s2 = [2.0 ** -9] * 3 + [1.0]
+    assert _bs(a2, b, s2, s2, 0.0, "b200/nvfp4") == 2.0 ** -20
 
 
 @pytest.mark.parametrize("block_fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2",
@@ -501,6 +506,64 @@ def _block_case(name, n, rng, m=None):
     first = (da * db).sum(1)
     c[cancel] = -np.asarray(ff.cast(first[cancel], "fp32", overflow="saturate"), np.float64)
     return a, b, sa, sb, c
+
+
+GST = sorted(k for k in BLOCK if PRESETS[k].group > 1)
+
+
+def test_gst_fdpa_zero_group_sum_keeps_its_scale_exponent():
+    # issue 22: group 0 = 1*1 + 1*(-1) = 0 with ue4m3 scales 448 * 448 (each 1.75 * 2**8):
+    # its alignment exponent is 8 + 8 = 16 although the sum is 0, so e_max = 16 and the
+    # unit is 2**(16 - 35) = 2**-19; group 1 = 1*1 with scales 1 (exponent 0) is kept,
+    # c = 2**-20 is half a unit: cut to 0.  RZ to fp32: 1.0 (dropping group 0 from e_max
+    # would give the unit 2**-35 and 1 + 2**-20).
+    a = [1.0, 1.0] + [0.0] * 14 + [1.0] + [0.0] * 47
+    b = [1.0, -1.0] + [0.0] * 14 + [1.0] + [0.0] * 47
+    s = [448.0, 1.0, 1.0, 1.0]
+    for name in GST:
+        if PRESETS[name].scale_block == 16:
+            assert _bs(a, b, s, s, 2.0 ** -20, name) == 1.0, name
+            assert slow.dot(a, b, PRESETS[name], 2.0 ** -20, s, s) == 1.0, name
+
+
+def _zero_group_cases(m, n, rng):
+    """Random GST steps where whole groups cancel to exactly 0 (pairs x*y and -x*y), with
+    big scales on the cancelling groups and a small c, so that whether a zero group sets
+    e_max shows in the result."""
+    k = m.L + m.L // 2  # a full step and a short one
+    G, nb = m.group, -(-k // m.scale_block)
+    a, b = _random(m.fmt, (n, k), rng), _random(m.fmt, (n, k), rng)
+    for i in range(n):
+        for g in range(k // G):
+            if rng.random() < 0.5:
+                h = G // 2
+                a[i, g * G + h:(g + 1) * G] = -a[i, g * G:g * G + h]
+                b[i, g * G + h:(g + 1) * G] = b[i, g * G:g * G + h]
+    if m.scale_fmt == "e8m0":
+        sa = np.ldexp(1.0, rng.integers(-20, 21, (n, nb)))
+        sb = np.ldexp(1.0, rng.integers(-20, 21, (n, nb)))
+    else:
+        sa, sb = _random("fp8_e4m3", (n, nb), rng), _random("fp8_e4m3", (n, nb), rng)
+        sa[:, ::2], sb[:, ::2] = 448.0, 448.0
+        sa[np.arange(n) % 11 == 0, 1] = 0.0  # a zero scale: its exponent is zero_exponent
+    c = np.ldexp(rng.choice([-1.0, 1.0, 0.0], n) * rng.integers(1, 1 << 20, n), rng.integers(-60, -5, n))
+    return a, b, sa, sb, c
+
+
+@pytest.mark.parametrize("name", GST)
+def test_gst_fdpa_zero_group_sums_equal_slow_model(name, n=300):
+    """The class of issue 22's case: every GST preset, groups cancelling to 0 (about half
+    of them), against the slow model; zero mismatches, and the inputs reach the case."""
+    m = PRESETS[name]
+    rng = np.random.default_rng(zlib.crc32(b"zero-groups" + name.encode()))
+    a, b, sa, sb, c = _zero_group_cases(m, n, rng)
+    fast = block_scaled_mma(a[:, None, :], sa[:, None, :], b[:, :, None], sb[:, :, None],
+                            c[:, None, None], m)[:, 0, 0]
+    ref = np.array([slow.dot(a[i], b[i], m, c[i], sa[i], sb[i]) for i in range(n)])
+    bad = ~_same(fast, ref)
+    assert not bad.any(), (name, int(bad.sum()), [(a[i].tolist(), b[i].tolist(), sa[i].tolist(),
+                                                  sb[i].tolist(), c[i], fast[i], ref[i])
+                                                 for i in np.flatnonzero(bad)[:2]])
 
 
 @pytest.mark.parametrize("name", BLOCK)

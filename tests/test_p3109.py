@@ -385,8 +385,12 @@ def test_bad_p3109_names_and_parameters():
     assert "signedness" in m and "'x'" in m and "'s'" in m and "'u'" in m
     m = err(lambda: ff.get_format("binary8p3sq"))
     assert "domain" in m and "'q'" in m and "'e'" in m and "'f'" in m
-    m = err(lambda: ff.get_format("binary20p2se"))  # exponent field too wide for float64
-    assert "P (precision) 2" in m and "9..19" in m
+    # exponent field too wide for float64: K - P <= 10 bits (an 11-bit field has bias 1024,
+    # smallest normal 2**-1023), so P >= 10 for K = 20
+    m = err(lambda: ff.get_format("binary20p2se"))
+    assert "P (precision) 2" in m and "10..19" in m
+    m = err(lambda: ff.get_format("binary64p53se"))  # no P fits: K - P <= 10 and P <= 53
+    assert "valid P are none" in m
     with pytest.raises(TypeError):
         ff.p3109(8, 3.0)
     # close matches still work around the new names
@@ -425,3 +429,26 @@ def test_torch_path_equals_numpy_path(name):
         got = ff.cast(t, name, mode, overflow="saturate", sr_bits=4, rng=7).numpy()
         v = ff.decode(CODES, name)
         assert np.isin(got[~np.isnan(got)], v[~np.isnan(v)]).all()
+
+
+def test_p3109_formats_lists_exactly_what_get_format_builds():
+    """Every name p3109_formats(k) lists constructs (issue 22: 212 of 2,324 did not, every
+    one with an 11-bit exponent field), and every P3109 name it leaves out is refused
+    with a ValueError: the list and the constructor agree for every K and P."""
+    refused_listed, built_unlisted = [], []
+    for k in range(3, 65):
+        listed = set(ff.p3109_formats(k))
+        for signed in "su":
+            for p in range(1, k + (signed == "u")):
+                for d in "ef":
+                    name = f"binary{k}p{p}{signed}{d}"
+                    try:
+                        f = ff.get_format(name)
+                    except ValueError:
+                        if name in listed:
+                            refused_listed.append(name)
+                        continue
+                    assert f.name == name and f.bits == k and f.mbits == p - 1
+                    if name not in listed:
+                        built_unlisted.append(name)
+    assert refused_listed == [] and built_unlisted == []

@@ -309,3 +309,20 @@ def test_block_scaled_mma_equals_numpy(preset):
         c = operands("fp32", batch + (M, N), rng, "narrow") * 2.0 ** elem.emax
         check(*both(block_scaled_mma, a, sa, b, sb, c, preset))
         check(*both(block_scaled_mma, a, sa, b, sb, 0.0, preset.split("/")[0], m.block_fmt))
+
+
+@pytest.mark.parametrize("preset", [p for p in BLOCK_PRESETS if ff.tensorcore_models()[p].group > 1])
+def test_gst_zero_group_sums_on_the_device_equal_slow_model(preset):
+    """Issue 22: a GST group that cancels to exactly 0 still aligns by its scales'
+    exponent, on the device path too (against the independent slow model, and equal to
+    the numpy path bit for bit)."""
+    from tests.oracles import matrixunit_slow as slow
+    from tests.test_matrixunits import _zero_group_cases
+    m = ff.tensorcore_models()[preset]
+    rng = np.random.default_rng(_seed(preset + "zero-groups"))
+    a, b, sa, sb, c = _zero_group_cases(m, 120, rng)
+    args = (a[:, None, :], sa[:, None, :], b[:, :, None], sb[:, :, None], c[:, None, None], preset)
+    got, want = both(block_scaled_mma, *args)
+    check(got, want)
+    ref = np.array([[[slow.dot(a[i], b[i], m, c[i], sa[i], sb[i])]] for i in range(len(c))])
+    check(got, ref)

@@ -396,7 +396,9 @@ def p3109(k: int, p: int, signed: bool = True, extended: bool = True) -> Format:
     no -0; ``extended`` adds +-Inf.  Codes (section 4.7.2): signed NaN 2**(k-1),
     +Inf 2**(k-1)-1, -Inf 2**k-1, negatives 2**(k-1) + the code of ``|x|``; unsigned
     NaN 2**k-1, +Inf 2**k-2.  floatfmt holds values in float64, so the exponent
-    field (k-p signed, k-p+1 unsigned) can have at most 11 bits and p at most 53.
+    field (k-p signed, k-p+1 unsigned) can have at most 10 bits and p at most 53
+    (``p3109_precisions``: an 11-bit field has P3109's bias 1024, one more than
+    float64's, so its smallest normal 2**-1023 is below float64's normal range).
 
     >>> f = p3109(8, 3); f.name, f.bias, f.max, hex(f.inf_code)
     ('binary8p3se', 16, 49152.0, '0x7f')
@@ -410,15 +412,15 @@ def p3109(k: int, p: int, signed: bool = True, extended: bool = True) -> Format:
         raise ValueError(f"P3109 K (bitwidth) {k} is out of range: valid K are 3..64 "
                          "(P3109 requires K > 2; floatfmt codes have at most 64 bits)")
     width = k - p if signed else k - p + 1  # exponent field
-    p_lo = max(1, (k - 11) if signed else (k - 10))
-    p_hi = min(k - 1 if signed else k, 53)
+    p_lo, p_hi = p3109_precisions(k, signed)
     if not p_lo <= p <= p_hi:
         rule = "0 < P < K for signed formats" if signed else "0 < P <= K for unsigned formats"
         extra = "" if p_lo == 1 and p_hi == (k - 1 if signed else k) else (
-            "; floatfmt holds values in float64, so the exponent field has at most 11 bits "
-            "and P is at most 53")
+            f"; floatfmt holds values in float64, so the exponent field has at most "
+            f"{_P3109_MAX_EBITS} bits and P is at most 53")
         raise ValueError(f"P3109 P (precision) {p} is out of range for K={k} "
-                         f"{'signed' if signed else 'unsigned'}: valid P are {p_lo}..{p_hi} "
+                         f"{'signed' if signed else 'unsigned'}: valid P are "
+                         f"{f'{p_lo}..{p_hi}' if p_lo <= p_hi else 'none'} "
                          f"(P3109 section 3.1: {rule}{extra})")
     bias = 1 << (k - p - 1) if signed else 1 << (k - p)
     name = f"binary{k}p{p}{'s' if signed else 'u'}{'e' if extended else 'f'}"
@@ -430,6 +432,26 @@ def p3109(k: int, p: int, signed: bool = True, extended: bool = True) -> Format:
                   rules="p3109", description=desc)
 
 
+#: The widest P3109 exponent field floatfmt holds: with w bits P3109's bias is 2**(w-1)
+#: (section 3.2), so the smallest normal is 2**(2 - 2**(w-1)): 2**-510 for w = 10, but
+#: 2**-1023 for w = 11, below float64's normals (2**-1022), which a Format must keep to.
+_P3109_MAX_EBITS = 10
+
+
+def p3109_precisions(k: int, signed: bool = True) -> tuple[int, int]:
+    """(lowest, highest) precision P of a P3109 format of bitwidth ``k`` that floatfmt
+    holds: P3109 allows 1 <= P < K (signed) or 1 <= P <= K (unsigned); floatfmt also needs
+    an exponent field of at most 10 bits and P <= 53.  ``p3109`` and ``p3109_formats``
+    both follow it.
+
+    >>> p3109_precisions(8), p3109_precisions(64), p3109_precisions(64, signed=False)
+    ((1, 7), (54, 53), (55, 53))
+    """
+    p_lo = max(1, k - _P3109_MAX_EBITS if signed else k - _P3109_MAX_EBITS + 1)
+    p_hi = min(k - 1 if signed else k, 53)
+    return p_lo, p_hi
+
+
 def p3109_formats(k: int = 8) -> list[str]:
     """Names of every P3109 format of bitwidth ``k`` that floatfmt can hold, signed
     before unsigned, extended before finite, by precision.
@@ -439,10 +461,9 @@ def p3109_formats(k: int = 8) -> list[str]:
     """
     out = []
     for signed in (True, False):
-        for p in range(1, (k if signed else k + 1)):
-            width = k - p if signed else k - p + 1
-            if width <= 11 and p <= 53:
-                out += [f"binary{k}p{p}{'s' if signed else 'u'}{d}" for d in "ef"]
+        p_lo, p_hi = p3109_precisions(k, signed)
+        for p in range(p_lo, p_hi + 1):
+            out += [f"binary{k}p{p}{'s' if signed else 'u'}{d}" for d in "ef"]
     return out
 
 

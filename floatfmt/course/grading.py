@@ -13,6 +13,10 @@ Which exercise an answer cell answers: the cell's metadata
 ``check("ID", ...)`` in the next cell tagged ``check``.  The student id is the
 submission's folder name (``SUBMISSIONS/<student>/<assignment>.ipynb``), not
 anything the notebook says.
+
+Both need the ``course`` extra (nbformat, nbclient, jupyter_client, ipykernel:
+``pip install "floatfmt[course]"``); without it they raise
+``floatfmt.backend.optional.MissingExtraError`` naming the extra.
 """
 
 from __future__ import annotations
@@ -26,10 +30,28 @@ import tempfile
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
+from ..backend.optional import optional_import
 from .registry import check, exercise
 
 __all__ = ["release", "grade", "Score", "answer_cells", "write_scores"]
+
+_RELEASE = "floatfmt course release"
+_GRADE = "floatfmt course grade"
+
+
+def _nbformat(feature: str) -> Any:
+    """nbformat, or the error naming the ``course`` extra."""
+    return optional_import("nbformat", "course", feature)
+
+
+def _grading_packages() -> None:
+    """Fail before grading anything when a package the grader runs is missing (ipykernel
+    runs in the kernel's process, where its absence would only show as a dead kernel)."""
+    for name in ("nbformat", "nbclient", "jupyter_client.manager", "ipykernel"):
+        optional_import(name, "course", _GRADE)
+
 
 STUDENT_ONLY_DROP = ("solution", "wrong-answer", "grader-only")
 _CHECK_ID = re.compile(r"""check\(\s*["']([\w.-]+)["']""")
@@ -146,7 +168,7 @@ def release(src, dest) -> list[Path]:
     grader-only are dropped, and assignment notebooks (those with an ``answer``
     cell) lose their outputs.  Other files are copied as they are.  Returns the
     notebooks written."""
-    import nbformat
+    nbformat = _nbformat(_RELEASE)
     src, dest = Path(src), Path(dest)
     if not src.is_dir():
         raise ValueError(f"{src} is not a folder")
@@ -173,8 +195,8 @@ def release(src, dest) -> list[Path]:
 
 def _kernel_manager():
     """A kernel manager whose kernel is this interpreter."""
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import AsyncKernelManager
+    KernelSpecManager = optional_import("jupyter_client.kernelspec", "course", _GRADE).KernelSpecManager
+    AsyncKernelManager = optional_import("jupyter_client.manager", "course", _GRADE).AsyncKernelManager
     d = Path(tempfile.mkdtemp(prefix="ffgrade"))
     (d / "ffgrade").mkdir()
     import os
@@ -192,7 +214,7 @@ def _kernel_manager():
 def _run(nb, cwd, timeout) -> str | None:
     """Execute ``nb`` in a fresh kernel; every cell runs even after an error.
     Returns the first error (or timeout) as text, None when clean."""
-    import nbclient
+    nbclient = optional_import("nbclient", "course", _GRADE)
     client = nbclient.NotebookClient(nb, km=_kernel_manager(), timeout=timeout, allow_errors=True,
                                      interrupt_on_timeout=True, resources={"metadata": {"path": str(cwd)}})
     try:
@@ -216,7 +238,7 @@ def _cell_error(cell, timeout) -> str | None:
 
 
 def _expected(source_dir, name) -> list[str] | None:
-    import nbformat
+    nbformat = _nbformat(_GRADE)
     if source_dir is None:
         return None
     p = Path(source_dir) / name
@@ -227,7 +249,8 @@ def _expected(source_dir, name) -> list[str] | None:
 
 def grade_notebook(path, student, *, timeout=60, expected=None) -> list[Score]:
     """Grade one submitted notebook (see the module docstring)."""
-    import nbformat
+    _grading_packages()
+    nbformat = _nbformat(_GRADE)
     path = Path(path)
     rows: list[Score] = []
 
@@ -302,6 +325,7 @@ def grade(submissions, *, timeout=60, source=None) -> list[Score]:
     submissions = Path(submissions)
     if not submissions.is_dir():
         raise ValueError(f"{submissions} is not a folder")
+    _grading_packages()
     rows: list[Score] = []
     for sdir in sorted(p for p in submissions.iterdir() if p.is_dir()):
         for nbp in sorted(sdir.glob("*.ipynb")):

@@ -52,6 +52,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .._version import __version__ as FLOATFMT_VERSION
+from ..backend.optional import MissingExtraError, optional_import
 from .compare import tensorcore_available
 from .device import TorchDevice, worker_init
 from .fixture import FixtureWriter
@@ -135,10 +136,9 @@ class Capture:
     def run(self) -> int:
         """The whole capture; returns the exit status (2: torch or CUDA missing)."""
         try:
-            import torch
-        except ImportError:
-            print("floatfmt.gpu.capture needs torch (pip install torch); it is not installed",
-                  file=sys.stderr)
+            torch = optional_import("torch", "gpu", "python -m floatfmt.gpu.capture")
+        except MissingExtraError as err:
+            print(f"floatfmt.gpu.capture: error: {err}", file=sys.stderr)
             return 2
         self.torch = torch
         if self.device == "cuda" and not torch.cuda.is_available():

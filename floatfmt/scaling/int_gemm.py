@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from ..core.formats import FormatLike, get_format
-from .quantized_tensor import QuantizedTensor, width
+from .quantized_tensor import QuantizedTensor
 from .quotients import mul_fp64, remainder_kwargs, scaled_product, scaled_quotient
 from ..core.rounding import resolve_mode, round_values
-from .scales import WIDE_INT, given_scale
+from .scales import WIDE_INT, check_zero_point, code_range, given_scale
 
 __all__ = ["int_matmul", "IntMatmulResult"]
 
@@ -125,7 +125,10 @@ def int_matmul(qa: QuantizedTensor, qb: QuantizedTensor, out_scale: Any = None,
         rmode = resolve_mode(rounding)
         p, pst = scaled_product(acc.astype(np.float64), m, rmode == "stochastic")
         n = round_values(p, WIDE_INT, rmode, "saturate", **remainder_kwargs(pst))
-        qmin, qmax = (int(of.min), int(of.max)) if of.signed else (0, (1 << width(of)) - 1)
+        if isinstance(out_zero_point, bool) or not isinstance(out_zero_point, (int, np.integer)):
+            raise TypeError(f"out_zero_point must be an integer, not {type(out_zero_point).__name__}")
+        check_zero_point(int(out_zero_point), int(out_zero_point), of, "out_zero_point")
+        qmin, qmax = code_range(of)
         n = np.clip(n + out_zero_point, qmin, qmax)
         res.out = QuantizedTensor(n, so, int(out_zero_point), of.name, of, "tensor", None,
                                   qmin=qmin, qmax=qmax,

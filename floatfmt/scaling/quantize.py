@@ -26,6 +26,21 @@ kernels keep them.  Every quotient ``x / scale`` is rounded once by the one roun
 routine: exactly-representable cases are divided directly, others carry their remainder
 class to it (``floatfmt.scaling.quotients``).
 
+Inf and NaN under amax calibration (``calibration="max"``), per scheme:
+
+* float formats (per tensor, channel, group or block): where the calibration set holds
+  +-Inf the scale is 1.0, so that set is rounded unscaled and +-Inf saturates to +-max
+  (Transformer Engine's current and block scaling: its amax keeps Inf, and
+  ``compute_scale_from_amax`` returns 1 for an infinite amax); NaN is left out of the
+  amax (as ``fmaxf`` leaves it out) and stays NaN;
+* integer formats: +-Inf and NaN are left out of the amax; +-Inf then clamps to the
+  ends of the code range; NaN is a ValueError (an integer format has no NaN);
+* OCP MX: a block holding Inf or NaN gets the NaN scale (E8M0 0xFF), so every element
+  of that block decodes to NaN (OCP MX v1.0: a NaN scale makes its block NaN);
+* NVFP4: a ValueError (E2M1 elements and the E4M3 block scale hold no Inf).
+
+    >>> quantize([np.inf, 1.0, -0.5], "fp8_e4m3").dequantize().tolist()
+    [448.0, 1.0, -0.5]
     >>> q = quantize([0.5, -1.0, 0.25], "int8")
     >>> q.codes.tolist(), q.scale
     ([64, -127, 32], 0.007874015718698502)
@@ -50,8 +65,9 @@ from .tiles import quantize_tiled, tiled_request
 from .quantize_device import device_quantize
 from .quantized_tensor import QuantizedTensor, choose, intake, normalize_axis, resolve_kind, width
 from ..core.rounding import make_rng, resolve_mode
-from .scales import (CALIBRATIONS, calibrated_range, channel_layout, fp32_scale, given_scale,
-                          int_scale_params, mse_range, round_float_quotients, round_int_quotients)
+from .scales import (CALIBRATIONS, calibrated_range, channel_layout, check_zero_point, code_range,
+                          fp32_scale, given_scale, int_scale_params, mse_range, reduce_axes,
+                          round_float_quotients, round_int_quotients, unit_scale_where_infinite)
 
 __all__ = ["quantize", "fake_quant", "CALIBRATIONS"]
 
@@ -114,11 +130,12 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
         axis is an error.  Result: ``granularity="group"`` or ``"block2d"``, scales on the
         grid of groups / blocks (``block_shape`` gives the tile).
     calibration : how the range is found: ``"max"``, ``"percentile"`` (of |x|, or of x
-        at both ends for asymmetric), ``"mse"`` (clip range minimising the MSE).
+        at both ends for asymmetric), ``"mse"`` (clip range minimising the MSE); Inf, NaN: module docstring.
     scale, zero_point : give them instead of calibrating (numbers, or per-channel arrays);
         with an explicit zero point the codes span the format's whole range, as in
         ``torch.quantize_per_tensor``.
-    pow2_scale : round the scale up to a power of two.
+    pow2_scale : round the scale, calibrated or given, up to a power of two (0.3 -> 0.5).
+    zero_point : a code of the format (uint8: 0..255); else a ValueError naming the range.
     rounding : element rounding mode (``"stochastic"`` uses ``rng``).
     Scales are fp32 values (rounded once); every quotient ``x / scale`` is rounded once.
     An option that does not apply to the format's kind (``OPTIONS_BY_KIND``: e.g.
@@ -322,6 +339,8 @@ def _int(v, frac, narrow, f: Format, fake, rule: _ScaleRule, scheme, scale, zero
     if scale is not None and not isinstance(scale, str):
         sc, zp, qmin, qmax = _given_int_params(v, f, rule.axis, scale, zero_point, symmetric,
                                                narrow_range)
+        if rule.pow2:  # pow2_scale applies to a given scale too
+            sc = fp32_scale(sc, True)
     else:
         if scale is not None and scale != "amax":
             raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
@@ -351,8 +370,10 @@ def _given_int_params(v, f: Format, ax, scale, zero_point, symmetric, narrow_ran
     zp = np.asarray(default_zp if zero_point is None else zero_point)
     if zp.dtype.kind not in "iu":
         raise TypeError("zero_point must be an integer or an integer array")
+    if zero_point is not None and zp.size:
+        check_zero_point(int(zp.min()), int(zp.max()), f)
     zp = channel_layout(zp.astype(np.int64), v, ax)
-    qmin, qmax = (int(f.min), int(f.max)) if f.signed else (0, (1 << bits) - 1)
+    qmin, qmax = code_range(f)
     if f.signed and symmetric and narrow_range and zero_point is None:
         qmin += 1
     return sc, zp, qmin, qmax
@@ -368,8 +389,13 @@ def _float(v, frac, sticky, narrow, f: Format, rule: _ScaleRule, scale, overflow
             raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
         _, hi = rule.range(v, f, True, True, narrow, mode, rng)
         sc = fp32_scale(hi * 2.0 ** rule.margin / f.max, rule.pow2)
+        if rule.calibration == "max" and v.size:  # an infinite amax: scale 1 (Transformer Engine)
+            red = reduce_axes(v.ndim, rule.axis, rule.granularity)
+            sc = unit_scale_where_infinite(sc, np.isinf(v).any(axis=red, keepdims=rule.granularity == "channel"))
     else:
         sc = given_scale(scale, "scale", v, rule.axis)
+        if rule.pow2:
+            sc = fp32_scale(sc, True)
     r = round_float_quotients(v, frac, sticky, narrow, sc, f, mode, overflow, rng)
     return QuantizedTensor(r, sc, 0, f.name, f, rule.granularity, rule.axis, scheme="symmetric")
 

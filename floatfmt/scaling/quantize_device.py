@@ -62,7 +62,7 @@ from ..arith.ops_device import wide_quotient
 from .quantized_tensor import QuantizedTensor, choose, normalize_axis, width
 from .quantized_tensor_device import expand_tiles
 from ..core.rounding import STOCHASTIC, round_values
-from .scales import MSE_GRID, WIDE_INT, reduce_axes
+from .scales import MSE_GRID, WIDE_INT, check_zero_point, code_range, reduce_axes
 
 __all__ = ["device_quantize", "exact_quotient"]
 
@@ -148,6 +148,17 @@ def _fp32_scale(raw: Any, pow2: bool) -> Any:
         s = round_values(raw, _FP32, "nearest_even", "saturate")
     s = t.where(s > 0, s, t.full_like(s, _FP32.smallest_subnormal))
     return float(s) if s.ndim == 0 else s
+
+
+def _unit_where_infinite(sc: Any, inf: Any) -> Any:
+    """``tensorscale.unit_scale_where_infinite`` on tensors: 1.0 where ``inf`` (1.0 where
+    the calibration set holds +-Inf, 0.0 elsewhere, in the layout of ``sc``) is set."""
+    t = namespace(inf).t
+    if not bool((inf > 0).any()):
+        return sc
+    if not is_tensor(sc):
+        return 1.0
+    return t.where(inf > 0, t.ones_like(sc), sc)
 
 
 def _tensor(a: Any, like: Any) -> Any:
@@ -336,9 +347,13 @@ def _int(v: Any, p: Any, ax: Any) -> QuantizedTensor:
             if a.dtype.kind not in "iu":
                 raise TypeError("zero_point must be an integer or an integer array")
             zpt = t.as_tensor(a.astype(np.int64), device=v.device)
+        if zp_given is not None and zpt.numel():
+            check_zero_point(int(zpt.min()), int(zpt.max()), f)
         zpt = _layout(zpt.to(dtype=t.int64), v, ax)
         zp = int(zpt) if zpt.ndim == 0 else zpt
-        qmin, qmax = (int(f.min), int(f.max)) if f.signed else (0, (1 << bits) - 1)
+        qmin, qmax = code_range(f)
+        if o["pow2_scale"]:  # pow2_scale applies to a given scale too (quantization._int)
+            sc = _fp32_scale(_tensor(sc, v), True)
         if f.signed and p.symmetric and p.narrow_range and zp_given is None:
             qmin += 1
     else:
@@ -364,8 +379,14 @@ def _float(v: Any, p: Any, ax: Any) -> QuantizedTensor:
             raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
         _, hi = _calibrate(v, p, ax, True)
         sc = _fp32_scale(hi * 2.0 ** p.margin / f.max, bool(o["pow2_scale"]))
+        if p.calibration == "max" and v.numel():  # tensorscale.unit_scale_where_infinite
+            red = reduce_axes(v.ndim, ax, p.granularity)
+            inf = namespace(v).t.isinf(v).to(v.dtype if v.is_floating_point() else namespace(v).t.float64)
+            sc = _unit_where_infinite(sc, inf.amax() if red is None else inf.amax(dim=red, keepdim=True))
     else:
         sc = _given_scale(scale, v, ax)
+        if o["pow2_scale"]:
+            sc = _fp32_scale(_tensor(sc, v), True)
     if not is_tensor(sc) and sc == 1.0:
         r = round_values(v, f, p.mode, o["overflow"], rng=_rng(p))
     else:
@@ -467,6 +488,8 @@ def _tiled(v: Any, p: Any) -> QuantizedTensor:
         return QuantizedTensor(n, sc, zp, f.name, f, label, ax, size, None, None, qmin, qmax,
                                p.scheme, block_shape=tile)
     sc = _fp32_scale(hi * 2.0 ** p.margin / f.max, pow2)
+    if v.numel():  # a tile whose amax is infinite: scale 1 (groupscale.quantize_tiled)
+        sc = _unit_where_infinite(sc, _tile_reduce(t.isinf(v).to(t.float64), tile, "amax"))
     r = _round_quotients(v, expand_tiles(_tensor(sc, v), tile, shape), f, p.mode, o["overflow"],
                          _rng(p))
     return QuantizedTensor(r, sc, 0, f.name, f, label, ax, size, scheme=p.scheme, block_shape=tile)

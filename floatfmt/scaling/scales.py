@@ -95,6 +95,37 @@ def int_scale_params(lo, hi, fmt: Format, symmetric, narrow_range, pow2):
     return scale, zp, qmin, qmax
 
 
+def code_range(fmt: Format) -> tuple[int, int]:
+    """(qmin, qmax): every code of the integer format (int8: -128..127, uint8: 0..255)."""
+    n = width(fmt)
+    return (-(1 << (n - 1)), (1 << (n - 1)) - 1) if fmt.signed else (0, (1 << n) - 1)
+
+
+def check_zero_point(lo: int, hi: int, fmt: Format, what: str = "zero_point") -> None:
+    """A given zero point must be a code of ``fmt``: ``lo`` and ``hi`` are the smallest
+    and largest of the given zero points (one or per channel); a ValueError naming the
+    range otherwise (``x ~ (q - zero_point) * scale`` with a zero point outside the codes
+    maps no code to 0, and the clamp of ``round(x / scale) + zero_point`` then gives
+    values of the wrong sign)."""
+    qmin, qmax = code_range(fmt)
+    if lo < qmin or hi > qmax:
+        bad = lo if lo < qmin else hi
+        raise ValueError(f"{what} must be a code of {fmt.name}, an integer in [{qmin}, {qmax}]; "
+                         f"got {bad}")
+
+
+def unit_scale_where_infinite(sc, infinite):
+    """An amax-calibrated float scale where the amax is infinite: 1.0 (the tensor, channel
+    or tile is rounded unscaled, so its +-Inf saturates to +-max and its finite values keep
+    their own magnitudes), as Transformer Engine's ``compute_scale_from_amax`` does for an
+    infinite amax (its amax, ``fmaxf`` of |x|, keeps Inf and skips NaN).  ``infinite``:
+    True where the calibration set holds +-Inf, in the layout of ``sc``."""
+    if not np.any(infinite):
+        return sc
+    r = np.where(infinite, 1.0, sc)
+    return float(r) if r.ndim == 0 else r
+
+
 def fp32_scale(raw, pow2):
     """A positive fp32 scale (1.0 where the range is empty); ``pow2`` rounds it up
     to a power of two (so nothing new clips)."""

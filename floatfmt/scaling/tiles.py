@@ -13,7 +13,8 @@ import numpy as np
 
 from ..core.block_formats import get_block_format
 from .quantized_tensor import QuantizedTensor, normalize_axis, tile_expand
-from .scales import fp32_scale, int_scale_params, round_float_quotients, round_int_quotients
+from .scales import (fp32_scale, int_scale_params, round_float_quotients, round_int_quotients,
+                          unit_scale_where_infinite)
 
 __all__: list[str] = []
 
@@ -139,5 +140,7 @@ def quantize_tiled(v, frac, sticky, narrow, f, granularity, group_size, block, a
         return QuantizedTensor(n, sc, zp, f.name, f, label, ax, size, None, None, qmin, qmax,
                                scheme, block_shape=tile)
     sc = fp32_scale(hi * 2.0 ** margin / f.max, pow2)
+    if v.size:  # a tile whose amax is infinite: scale 1 (Transformer Engine's block scaling)
+        sc = unit_scale_where_infinite(sc, _tile_reduce(np.isinf(v).astype(np.float64), tile, np.max) > 0)
     r = round_float_quotients(v, frac, sticky, narrow, full(sc), f, mode, overflow, rng)
     return QuantizedTensor(r, sc, 0, f.name, f, label, ax, size, scheme=scheme, block_shape=tile)

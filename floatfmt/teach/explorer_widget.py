@@ -22,8 +22,9 @@ def _slider_bits(fmt: Any) -> int:
 def explorer(fmt: Any = "bf16", value: Any = 0.1) -> Any:
     """An ipywidgets explorer: pick a format, a rounding mode and a value, or
     slide through the codes (for formats wider than 16 bits the slider sets
-    the top 16 bits), and see ``explain``.  Without ipywidgets it returns the
-    static ``Explanation`` of ``value``."""
+    the top 16 bits), and see ``explain``.  Without ipywidgets (the ``notebooks``
+    extra: ``pip install "floatfmt[notebooks]"``) it returns the static
+    ``Explanation`` of ``value``, which a notebook shows just as well."""
     try:
         import ipywidgets as w
         from IPython.display import display

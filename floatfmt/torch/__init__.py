@@ -17,9 +17,16 @@ needs torch itself:
 >>> import torch, floatfmt.torch as fft
 >>> fft.cast(torch.tensor([0.1, 1000.0]), "fp8_e4m3", overflow="saturate").tolist()
 [0.1015625, 448.0]
+
+Importing it without torch raises ``floatfmt.backend.optional.MissingExtraError`` (a
+``ModuleNotFoundError``) that names the extra: ``pip install "floatfmt[torch]"``.
 """
 
-from ..core.cast import cast
+from ..backend.optional import optional_import
+
+optional_import("torch", "torch", "floatfmt.torch")
+
+from ..core.cast import cast  # noqa: E402 - after the check that torch is there
 from .quant import fake_quant
 from .recipe import Recipe, get_recipe, recipes
 from .emulation import (delayed_scaling, emulate, emulating, matmul, unemulate, unscale_grads,

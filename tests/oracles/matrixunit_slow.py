@@ -21,7 +21,7 @@ Steps (``algorithm``):
   every term (c too) cut toward zero to F bits below the largest exponent, the sum cut
   toward zero to fp32 (RZ-FP32).
 - ``gst_fdpa``: the same with terms (sum of G products) * sig(s_a) * sig(s_b), whose
-  exponent is e(s_a) + e(s_b) alone.
+  exponent is e(s_a) + e(s_b) alone, also for a group sum that is exactly 0.
 """
 
 from __future__ import annotations
@@ -278,7 +278,13 @@ def block_scaled_step(a, b, sa, sb, c: float, model) -> float:
             gs = sum((Fraction(x) * Fraction(y) for x, y in zip(a[g0:g0 + G], b[g0:g0 + G])),
                      Fraction(0))
             v = gs * pa[0] * pb[0] * _pow2(pa[1] + pb[1])
-            terms.append((v, pa[1] + pb[1]) if v != 0 else (Fraction(0), None))
+            # GST aligns every group term by its scales' exponents, also a group whose
+            # sum is exactly 0 (MMA-Sim, nv_fused_dot_add_with_block_scale: the exponent
+            # e(s_a) + e(s_b) is appended whatever the sum; a zero scale's exponent is
+            # the zero exponent, -126 there)
+            ea = pa[1] if pa[0] != 0 else model.zero_exponent
+            eb = pb[1] if pb[0] != 0 else model.zero_exponent
+            terms.append((v, ea + eb))
     return _t_fdpa_terms(terms, c, model)
 
 

@@ -347,7 +347,8 @@ def scale_parts(s, fmt: Format):
 
 
 
-def scaled_terms(x, sx, y, sy, elem: Format, scale_fmt: Format, scale_block: int, group: int):
+def scaled_terms(x, sx, y, sy, elem: Format, scale_fmt: Format, scale_block: int, group: int,
+                 zero_exponent: int = -126):
     """The terms block-scaled T-FDPA adds, for ``x @ y`` (``x``: (..., M, K), ``y``:
     (..., K, N) element values; ``sx``: (..., M, ceil(K / scale_block)), ``sy``:
     (..., ceil(K / scale_block), N) scale values).  Returns (T, ET), shape (..., M, N, n):
@@ -355,7 +356,9 @@ def scaled_terms(x, sx, y, sy, elem: Format, scale_fmt: Format, scale_block: int
     - ``group == 1`` (ST-FDPA): T = x * |s_x| * y * |s_y| (exact), exponent
       e_x + e_y + e(s_x) + e(s_y);
     - ``group == G`` (GST-FDPA): T = (sum of G products x * y) * |s_x| * |s_y| (exact: the
-      sums of fp4 products are exact in float64), exponent e(s_x) + e(s_y) alone.
+      sums of fp4 products are exact in float64), exponent e(s_x) + e(s_y) alone, kept
+      when the group sum is 0 (the step aligns every group term by it); a zero scale's
+      exponent there is ``zero_exponent``, as in MMA-Sim.
 
     K is padded with zero elements to a multiple of ``group``."""
     K = x.shape[-1]
@@ -384,6 +387,8 @@ def scaled_terms(x, sx, y, sy, elem: Format, scale_fmt: Format, scale_block: int
             ET = (_exponents(x, elem, 0) + ex_s)[..., :, None, :] \
                 + (_exponents(yt, elem, 0) + eyt_s)[..., None, :, :]
         else:
+            ex_s = np.where(expand(sig_x, -1) == 0, zero_exponent, ex_s)
+            eyt_s = np.where(np.swapaxes(expand(sig_y, -2), -1, -2) == 0, zero_exponent, eyt_s)
             xg = x.reshape(x.shape[:-1] + (n, group))
             yg = yt.reshape(yt.shape[:-1] + (n, group))
             sums = np.einsum("...mgk,...ngk->...mng", xg, yg)

@@ -182,10 +182,11 @@ def scale_parts(s: Any, fmt: Format, xp: Any) -> tuple[Any, Any]:
 
 
 def scaled_terms(x: Any, sx: Any, y: Any, sy: Any, elem: Format, scale_fmt: Format,
-                 scale_block: int, group: int, xp: Any) -> tuple[Any, Any]:
+                 scale_block: int, group: int, xp: Any, zero_exponent: int = -126) -> tuple[Any, Any]:
     """``fdpa.scaled_terms`` on tensors: the terms (..., M, N, n) block-scaled T-FDPA adds
     for ``x @ y`` and their exponents (ST: scaled products, exponent e_x + e_y + e(s_x) +
-    e(s_y); GST: scaled exact sums of ``group`` products, exponent e(s_x) + e(s_y))."""
+    e(s_y); GST: scaled exact sums of ``group`` products, exponent e(s_x) + e(s_y), kept
+    for a zero sum, a zero scale's exponent ``zero_exponent``)."""
     t = xp.t
     K = x.shape[-1]
     if group > 1 and K % group:
@@ -210,6 +211,8 @@ def scaled_terms(x: Any, sx: Any, y: Any, sy: Any, elem: Format, scale_fmt: Form
         ET = (_exponents(x, elem, 0, xp) + ex_s)[..., :, None, :] \
             + (_exponents(yt, elem, 0, xp) + eyt_s)[..., None, :, :]
     else:  # sums of `group` products: exact in float64 in any order (narrow elements)
+        ex_s = t.where(expand(sig_x, -1) == 0, zero_exponent, ex_s)
+        eyt_s = t.where(expand(sig_y, -2).transpose(-1, -2) == 0, zero_exponent, eyt_s)
         xg = x.reshape(tuple(x.shape[:-1]) + (n, group))
         yg = yt.reshape(tuple(yt.shape[:-1]) + (n, group))
         sums = t.einsum("...mgk,...ngk->...mng", xg, yg)

@@ -343,7 +343,9 @@ def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: 
 
     ST-FDPA (``group == 1``): each product a*b*|s_a|*|s_b| has the exponent
     e_a + e_b + e(s_a) + e(s_b); GST-FDPA (``group == G``): each sum of G products,
-    times |s_a|*|s_b|, has the exponent e(s_a) + e(s_b).  Those terms then go through
+    times |s_a|*|s_b|, has the exponent e(s_a) + e(s_b), also when the sum is exactly 0
+    (MMA-Sim's ``nv_fused_dot_add_with_block_scale``; a zero scale has the exponent
+    ``zero_exponent`` there).  Those terms then go through
     T-FDPA steps (``L / group`` terms and c per step, F bits, RZ to fp32) in K order.
     Returns the float64 values of the fp32 result.  ``ff.block_scaled_matmul`` does
     the quantisation and NVFP4's per-tensor scale.
@@ -369,5 +371,6 @@ def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: 
                          f"{y.shape[:-2] + (nb, y.shape[-1])} (one per {m.scale_block} along K)")
     out_shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
     cv = _accumulator_input(c, m, out_shape)
-    T, ET = fdpa.scaled_terms(x, sx, y, sy, elem, sfmt, m.scale_block, m.group)
-    return fused_dot(T, ET, m.replace(L=m.L // m.group, group=1), cv)  # terms per step
+    T, ET = fdpa.scaled_terms(x, sx, y, sy, elem, sfmt, m.scale_block, m.group, m.zero_exponent)
+    return fused_dot(T, ET, m.replace(L=m.L // m.group, group=1), cv,  # terms per step
+                     keep=m.group > 1)

@@ -173,7 +173,7 @@ def _lean(m: TensorCoreModel, in_fmt: Format) -> bool:
 
 
 def _fused(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Format,
-           xp: Any, lean: bool = False) -> Any:
+           xp: Any, lean: bool = False, keep: bool = False) -> Any:
     """One T-FDPA step, acc aligned as a term: products P (l, ..., r, n) with exponents
     EP, acc (..., r, n) of cfmt; as ``tfdpa._fused`` / ``_finish``.
 
@@ -184,7 +184,8 @@ def _fused(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Fo
     float64 total is then Inf or NaN: finite products of inputs of at most 24 significant
     bits cannot overflow float64); the truncated terms are summed as integers (below
     2**(F + 2) each, so their sum is exact in any order) and scaled back once, by
-    2**-scale read from the bits of 2**scale."""
+    2**-scale read from the bits of 2**scale.  ``keep``: zero terms keep their exponent
+    EP (GST-FDPA group sums, ``tfdpa.tfdpa_step``)."""
     t = xp.t
     zero = t.zeros((), dtype=acc.dtype, device=acc.device)
     total = P.sum(0) + acc  # Inf / NaN detection (finite terms cannot overflow float64)
@@ -200,7 +201,7 @@ def _fused(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Fo
         val = (_units(P, up).sum(0) + _units(cv, up)) * down
     else:
         fin_p = t.isfinite(P)
-        E = t.where((P != 0) & fin_p, EP, m.zero_exponent)
+        E = t.where(fin_p if keep else (P != 0) & fin_p, EP, m.zero_exponent)
         e_max = t.maximum(t.clamp(E.amax(0), min=m.zero_exponent), ec)
         scale = m.F - e_max
         val = _truncate(t.where(fin_p, P, zero), scale, xp).sum(0) + _truncate(cv, scale, xp)
@@ -215,14 +216,14 @@ def _fused(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Fo
 
 
 def _step(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: Format,
-          xp: Any, lean: bool = False) -> Any:
+          xp: Any, lean: bool = False, keep: bool = False) -> Any:
     """One step of the model over the first axis of P (as ``tfdpa.tfdpa_step``);
-    ``lean``: see ``_fused``."""
+    ``lean``, ``keep``: see ``_fused``."""
     if m.algorithm in _AMD:
         return fdpa_device.step(P, EP, acc, m, cfmt, ofmt, xp)
     if m.c_entry == "aligned":
-        return _fused(P, EP, acc, m, cfmt, ofmt, xp, lean)
-    s = _fused(P, EP, xp.t.zeros_like(acc), m, cfmt, ofmt, xp, lean)  # the products alone
+        return _fused(P, EP, acc, m, cfmt, ofmt, xp, lean, keep)
+    s = _fused(P, EP, xp.t.zeros_like(acc), m, cfmt, ofmt, xp, lean, keep)  # the products alone
     policy = "inf" if m.overflow == "inf" and ofmt.inf else "saturate"
     return device_add(s, acc, ofmt, "nearest_even", policy)  # then one RNE addition
 
@@ -450,12 +451,13 @@ def device_block_scaled_mma(a: Any, a_scale: Any, b: Any, b_scale: Any, c: Any =
                          f"{m.scale_block} along K)")
     out_shape = matmul_shapes(tuple(x.shape), tuple(y.shape), "block_scaled_mma")[0]
     acc = _accumulator_input(c, m, out_shape, device, xp).clone()
-    T, ET = fdpa_device.scaled_terms(x, sx, y, sy, elem, sfmt, m.scale_block, m.group, xp)
+    T, ET = fdpa_device.scaled_terms(x, sx, y, sy, elem, sfmt, m.scale_block, m.group, xp,
+                                     m.zero_exponent)
     T, ET = T.movedim(-1, 0), ET.movedim(-1, 0)  # terms first: (n, ..., M, N)
     step_model = m.replace(L=m.L // m.group, group=1)
     cfmt, ofmt = get_format(m.acc_fmt), m.output_format
     for k0 in range(0, T.shape[0], step_model.L):
         k1 = k0 + step_model.L
-        acc = _step(T[k0:k1], ET[k0:k1], acc, step_model, cfmt, ofmt, xp)
+        acc = _step(T[k0:k1], ET[k0:k1], acc, step_model, cfmt, ofmt, xp, keep=m.group > 1)
         cfmt = ofmt
     return acc

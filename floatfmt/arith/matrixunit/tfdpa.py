@@ -40,29 +40,31 @@ def _align(v, scale):
     return round_values(y, ALIGNED, "toward_zero", "saturate", out=y)
 
 
-def tfdpa_step(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format):
+def tfdpa_step(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format, keep=False):
     """One step over the last axis of the products P (exponents EP) with accumulator c
     (values of ``cfmt``), c entering where ``model.c_entry`` says.  Steps other than
-    T-FDPA (AMD) are ``floatfmt.arith.matrixunit.fdpa.step``."""
+    T-FDPA (AMD) are ``floatfmt.arith.matrixunit.fdpa.step``.  ``keep``: a zero term keeps its
+    exponent EP in e_max (GST-FDPA's group sums) instead of ``zero_exponent``."""
     if model.algorithm in ("e_fdpa", "ftz_addmul", "tr_fdpa", "gtr_fdpa"):
         return fdpa.step(P, EP, c, model, cfmt, ofmt)
     if model.c_entry == "aligned":
-        return _fused(P, EP, c, model, cfmt, ofmt)
-    s = _fused(P, EP, np.zeros(np.shape(c)), model, cfmt, ofmt)  # the products alone
+        return _fused(P, EP, c, model, cfmt, ofmt, keep)
+    s = _fused(P, EP, np.zeros(np.shape(c)), model, cfmt, ofmt, keep)  # the products alone
     t, cls = eft.exact_sum(s, c)  # then one addition, rounded to nearest-even
     policy = "inf" if model.overflow == "inf" and ofmt.inf else "saturate"
     return round_values(t, ofmt, "nearest_even", policy, sticky=cls)
 
 
-def _fused(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format):
-    """Steps 2-5 of the module docstring: c is one term of the fused sum."""
+def _fused(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format, keep=False):
+    """Steps 2-5 of the module docstring: c is one term of the fused sum (``keep``: see
+    ``tfdpa_step``)."""
     F = model.F
     floor = model.zero_exponent
     with np.errstate(invalid="ignore", over="ignore"):
         total = P.sum(-1) + c  # NaN / Inf detection (finite terms cannot overflow float64)
     special = ~np.isfinite(total)
     fin_p = np.isfinite(P)
-    nzp = (P != 0) & fin_p
+    nzp = fin_p if keep else (P != 0) & fin_p
     ec = np.where((c != 0) & np.isfinite(c), exponents(c, cfmt), floor)
     e_max = np.maximum(np.where(nzp, EP, floor).max(-1), ec)
     scale = (F - e_max).astype(np.int64)
@@ -92,11 +94,12 @@ def finish(S, val, special, total, model: TensorCoreModel, ofmt: Format):
     return np.where(special, np.where(np.isnan(total), np.nan, total), r)
 
 
-def fused_dot(P, EP, model: TensorCoreModel, c=None):
+def fused_dot(P, EP, model: TensorCoreModel, c=None, keep=False):
     """Chain fused steps over the last axis of exact products P with exponents EP.
 
-    P, EP: arrays (..., K).  c: initial accumulator (default +0).  Returns the
-    accumulator values (float64, in the model's step format)."""
+    P, EP: arrays (..., K).  c: initial accumulator (default +0).  ``keep``: zero terms
+    keep their exponent in the alignment (GST-FDPA group sums; see ``tfdpa_step``).  Returns
+    the accumulator values (float64, in the model's step format)."""
     cfmt = get_format(model.acc_fmt)
     ofmt = model.output_format
     K = P.shape[-1]
@@ -107,6 +110,6 @@ def fused_dot(P, EP, model: TensorCoreModel, c=None):
     for k0 in range(0, max(K, 1), model.L):
         if K == 0:
             break
-        acc = tfdpa_step(P[..., k0:k0 + model.L], EP[..., k0:k0 + model.L], acc, model, cfmt, ofmt)
+        acc = tfdpa_step(P[..., k0:k0 + model.L], EP[..., k0:k0 + model.L], acc, model, cfmt, ofmt, keep)
         cfmt = ofmt
     return acc
