@@ -17,7 +17,7 @@ from .teach.numtext import exact_decimal
 from .core.block_formats import block_formats, get_block_format
 from .core.formats import formats, get_format, hex_code
 from .core.info import info
-from .backend.optional import MissingExtraError
+from .core.optional import MissingExtraError
 from .core.rounding import MODES
 
 

@@ -94,7 +94,7 @@ def test_course_functions_raise_missing_extra_error(tmp_path, call):
     _notebook(tmp_path / "subs" / "s1" / "a.ipynb")
     code = f"""
     from floatfmt.course.grading import release, grade, grade_notebook
-    from floatfmt.backend.optional import MissingExtraError
+    from floatfmt.core.optional import MissingExtraError
     SRC, DEST = {str(tmp_path / "subs" / "s1")!r}, {str(tmp_path / "dest")!r}
     SUBS, NB = {str(tmp_path / "subs")!r}, {str(tmp_path / "subs" / "s1" / "a.ipynb")!r}
     try:
@@ -152,7 +152,7 @@ def test_base_install_commands_need_no_extra(tmp_path):
 
 def test_extras_table_matches_pyproject():
     """Every package the error points at is installed by the extra it names."""
-    from floatfmt.backend.optional import EXTRAS
+    from floatfmt.core.optional import EXTRAS
     text = (ROOT / "pyproject.toml").read_text()
     section = text.split("[project.optional-dependencies]")[1].split("\n[")[0]
     declared = {}
@@ -168,6 +168,6 @@ def test_extras_table_matches_pyproject():
 
 
 def test_unknown_extra_is_refused():
-    from floatfmt.backend.optional import optional_import
+    from floatfmt.core.optional import optional_import
     with pytest.raises(ValueError, match="unknown extra 'cours'.*'course'"):
         optional_import("json", "cours", "x")

@@ -16,7 +16,7 @@ anything the notebook says.
 
 Both need the ``course`` extra (nbformat, nbclient, jupyter_client, ipykernel:
 ``pip install "floatfmt[course]"``); without it they raise
-``floatfmt.backend.optional.MissingExtraError`` naming the extra.
+``floatfmt.core.optional.MissingExtraError`` naming the extra.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..backend.optional import optional_import
+from ..core.optional import optional_import
 from .registry import check, exercise
 
 __all__ = ["release", "grade", "Score", "answer_cells", "write_scores"]

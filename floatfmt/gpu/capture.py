@@ -52,7 +52,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .._version import __version__ as FLOATFMT_VERSION
-from ..backend.optional import MissingExtraError, optional_import
+from ..core.optional import MissingExtraError, optional_import
 from .compare import tensorcore_available
 from .device import TorchDevice, worker_init
 from .fixture import FixtureWriter

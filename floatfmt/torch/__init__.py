@@ -18,11 +18,11 @@ needs torch itself:
 >>> fft.cast(torch.tensor([0.1, 1000.0]), "fp8_e4m3", overflow="saturate").tolist()
 [0.1015625, 448.0]
 
-Importing it without torch raises ``floatfmt.backend.optional.MissingExtraError`` (a
+Importing it without torch raises ``floatfmt.core.optional.MissingExtraError`` (a
 ``ModuleNotFoundError``) that names the extra: ``pip install "floatfmt[torch]"``.
 """
 
-from ..backend.optional import optional_import
+from ..core.optional import optional_import
 
 optional_import("torch", "torch", "floatfmt.torch")
 
