@@ -45,6 +45,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.fdpa": "arithmetic",
     "floatfmt.tensorcore_device": "arithmetic",
     "floatfmt.fdpa_device": "arithmetic",
+    "floatfmt.cpuunits": "arithmetic",
     "floatfmt.accumulate_device": "arithmetic",
     "floatfmt.exact_device": "arithmetic",
     # lab: quantisation, block scaling, loss scaling, training
@@ -69,6 +70,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.dispatch": "core",
     # gpu: capture and comparison with real hardware
     "floatfmt.gpu": "gpu",
+    "floatfmt.cpu": "gpu",
     # teach: explanations, figures, the tour, the course, the command line, the explorer
     "floatfmt.numtext": "teach",
     "floatfmt.explanation": "teach",
