@@ -32,10 +32,14 @@ Evidence: ``tests/data/cpu/intel_xeon_amx/`` (a capture made by this project on 
 Xeon with AMX, its README and manifest) is replayed by ``tests/test_cpu_replay.py`` on
 every test run.
 
+Below, the products 1, 2**-24, 0, 2**-24 (2**-24 is half an ulp of 1): AMX adds the two
+odd ones first (2**-23) and 1 + 2**-23 is exact; the sequential order rounds each
+1 + 2**-24 back to 1 (a tie, to even):
+
 >>> import floatfmt as ff
->>> a, b = [1.0, 2.0**-9], [1.0, 2.0**-15]     # products 1 and 2**-24 (half an ulp of 1)
->>> ff.dot(a, b, "bf16", model="avx512"), ff.dot(a + [0.0], b + [0.0], "bf16", model="amx")
-(1.0, 1.0)
+>>> a, b = [1.0, 2.0**-24, 0.0, 2.0**-24], [1.0, 1.0, 1.0, 1.0]
+>>> ff.dot(a, b, "bf16", model="amx"), ff.dot(a, b, "bf16", model="avx512")
+(1.0000001192092896, 1.0)
 """
 
 from __future__ import annotations

@@ -217,3 +217,27 @@ def test_slow_model_torch_mm_small_shapes():
 def test_slow_model_everything():
     assert _slow_amx(range(len(DATA["amx_bf16_kind"]))) == 0
     assert _slow_dp(range(len(DATA["dp_bf16_c"]))) == 0
+
+
+def test_recipe_with_the_amx_model_reproduces_torch_mm():
+    """A precision recipe takes the CPU preset like a GPU one: the bf16 recipe with
+    model="amx" (floatfmt.torch.emulation.matmul on CPU tensors) gives the measured
+    torch.mm bits (a short last K tile: 33x17x70)."""
+    torch = pytest.importorskip("torch", reason="the recipes run on torch tensors")
+    from floatfmt.torch.emulation import matmul
+    from floatfmt.torch.recipe import get_recipe
+    r = get_recipe("bf16").replace(name="bf16_amx", model="amx")
+    a, b = bf16(DATA["torch_mm_4_a"]), bf16(DATA["torch_mm_4_b"])
+    got = matmul(torch.from_numpy(a), torch.from_numpy(b), r).detach().double().numpy()
+    assert not (~same(got, bf16(DATA["torch_mm_4_d"]))).sum()
+
+
+def test_readme_lists_the_cpu_units_with_their_counts():
+    readme = (ROOT.parents[3] / "README.md").read_text()
+    section = readme[readme.index("## Verified against real GPUs and CPUs"):]
+    section = section[:section.index("\n## ", 3)]
+    for preset, n in (("amx/bf16", "148,480"), ("avx512/bf16", "229,376"), ("amx/int8", "10,240"),
+                      ('model="amx"', "20,017"), ("vcvtneps2bf16", "294,912")):
+        row = [ln for ln in section.splitlines() if preset in ln and ln.startswith("|")]
+        assert row and n in row[0] and "0 mismatches" in row[0], preset
+    assert f"{MANIFEST['refuted']['amx_bf16_sequential_pseudo_code']:,}" in section
