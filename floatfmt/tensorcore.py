@@ -94,7 +94,8 @@ class TensorCoreModel:
     description : free text (GPUs, sources, evidence).
     algorithm : MMA-Sim's name of the step (``floatfmt.fdpa.ALGORITHMS``): ``"t_fdpa"``
         (NVIDIA, the rule above), ``"e_fdpa"``, ``"ftz_addmul"``, ``"tr_fdpa"``,
-        ``"gtr_fdpa"`` (AMD CDNA1-3), ``"st_fdpa"``, ``"gst_fdpa"`` (Blackwell block-scaled).
+        ``"gtr_fdpa"`` (AMD CDNA1-3), ``"st_fdpa"``, ``"gst_fdpa"`` (Blackwell block-scaled);
+        ``"amx_bf16"``, ``"vdpbf16"`` (Intel AMX / AVX512-BF16: ``floatfmt.cpuunits``).
     F2, interleave, group_rounding, combine_rounding, c_cutoff, product_overflow, ftz :
         parameters of the AMD steps (see ``floatfmt.fdpa``).
     daz : the unit reads subnormal operands (and accumulator inputs) as zeros of their

@@ -33,7 +33,8 @@ def bf16(codes):
 
 
 def fp32(codes):
-    return np.asarray(codes).astype(np.uint32).view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):  # a signalling NaN is quieted by the widening
+        return np.asarray(codes).astype(np.uint32).view(np.float32).astype(np.float64)
 
 
 def fp16(codes):
@@ -241,3 +242,31 @@ def test_readme_lists_the_cpu_units_with_their_counts():
         row = [ln for ln in section.splitlines() if preset in ln and ln.startswith("|")]
         assert row and n in row[0] and "0 mismatches" in row[0], preset
     assert f"{MANIFEST['refuted']['amx_bf16_sequential_pseudo_code']:,}" in section
+
+
+def test_slow_model_on_new_inputs():
+    """Beyond the capture: inputs of every kind made by the capture's generator with another
+    seed, and matmul shapes it does not hold (K = 1, 31, 33, 65; M or N = 1), through
+    floatfmt and the slow model: the same bits."""
+    from floatfmt.cpu.capture import KINDS, operands
+    rng = np.random.default_rng(2025)
+    for kind in KINDS:
+        a, b, c = operands(rng, kind, (1, 16, 32), (1, 32, 16), (1, 16, 16))
+        A, B, C = bf16(a), bf16(b), fp32(c)
+        got = ff.mma(A, B, C, "bf16", "amx")
+        for m in range(0, 16, 3):
+            for n in range(16):
+                want = slow.tdpbf16ps(A[0, m].tolist(), B[0, :, n].tolist(), float(C[0, m, n]))
+                assert same(got[0, m, n], np.float64(want)), (kind, m, n)
+        a, b, c = operands(rng, kind, (64, 2), (64, 2), (64,))
+        got = ff.mma(bf16(a)[:, None, :], bf16(b)[:, :, None], fp32(c)[:, None, None], "bf16",
+                     "avx512")[:, 0, 0]
+        want = [slow.vdpbf16ps(bf16(a[i]).tolist(), bf16(b[i]).tolist(), float(fp32(c[i])))
+                for i in range(64)]
+        assert not (~same(got, np.array(want))).sum(), kind
+    for M, N, K in ((3, 2, 1), (1, 5, 31), (4, 1, 33), (2, 3, 65)):
+        a, b, _ = operands(rng, "wide", (M, K), (K, N), (1,))
+        A, B = bf16(a), bf16(b)
+        got = ff.matmul(A, B, "bf16", model="amx", out_fmt="bf16")
+        want = [[slow.torch_mm(A[m].tolist(), B[:, n].tolist()) for n in range(N)] for m in range(M)]
+        assert not (~same(got, np.array(want))).sum(), (M, N, K)
