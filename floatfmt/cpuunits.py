@@ -28,6 +28,13 @@ and sums, wrapped to int32 (Intel's pseudo-code adds without saturation; the mea
 data never overflows, so the wrap is the manual's, not measured).  The four signedness
 variants are ``tdpb``.
 
+``ff.matmul(a, b, "bf16", model="amx", out_fmt="bf16")`` is ``torch.mm`` of bf16 CPU tensors
+on an AMX Xeon (oneDNN's ``brg_matmul``) as measured: TDPBF16PS chained over K in tiles of 32
+(a short last tile for the rest) onto an fp32 accumulator from +0, then one RNE rounding to
+bf16; 1 thread, K up to 1024, M and N up to 256.  Not captured, so unknown: how oneDNN
+blocks a longer K or splits K between threads, ``torch.bmm`` / ``F.linear`` / convolutions,
+and what it does on CPUs without AMX.
+
 Evidence: ``tests/data/cpu/intel_xeon_amx/`` (a capture made by this project on an Intel
 Xeon with AMX, its README and manifest) is replayed by ``tests/test_cpu_replay.py`` on
 every test run.
