@@ -18,7 +18,8 @@ fused sums but chains of ordinary fp32 additions, so they are new ``algorithm`` 
 In both, every addition is ``x + y`` of the exact operands rounded once to nearest-even
 with fp32's precision and an unbounded exponent, and then (x86's tininess after
 rounding, Intel's FTZ) a result below 2**-126 in magnitude is a zero of its sign and one
-of at least 2**128 is +-Inf.  DAZ: bf16 operands and the fp32 accumulator input that are
+of at least 2**128 is +-Inf (the capture cannot tell this tininess rule from flushing
+the result rounded on fp32's subnormal grid: both reproduce it).  DAZ: bf16 operands and the fp32 accumulator input that are
 subnormal are read as zeros of their sign (``TensorCoreModel.daz``; the step flushes c
 itself, so every entry point gets it).  NaN and Inf follow IEEE addition (Inf - Inf is
 NaN).  A short last step (K not a multiple of L) is padded with +0 products.
