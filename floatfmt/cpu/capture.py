@@ -112,12 +112,17 @@ _SPECIAL32 = np.array([0x7F800000, 0xFF800000, 0x7FC00000, 0, 0x80000000, 0x7F7F
 def operands(rng, kind: str, ashape: tuple, bshape: tuple, cshape: tuple):
     """bf16 codes a, b and fp32 codes c for one input kind (the fixture's README)."""
     exps = {"narrow": (-3, 3), "wide": (-14, 14), "extreme": (-70, 70), "tiny": (-80, -40),
-            "subnormal": (-3, 3), "flush": (-72, -56), "special": (-3, 3), "cancel": (-3, 3)}
+            "subnormal": (-3, 3), "flush": (-76, -56), "special": (-3, 3), "cancel": (-3, 3)}
     lo, hi = exps[kind]
     a, b = _bf16(rng, ashape, lo, hi), _bf16(rng, bshape, lo, hi)
     c = _fp32(rng, cshape, 2 * lo, 2 * hi) if kind != "flush" else \
         (rng.integers(0, 2 ** 23, cshape).astype(np.uint32)
          | (rng.integers(0, 2, cshape).astype(np.uint32) << 31)) * rng.integers(0, 2, cshape).astype(np.uint32)
+    if kind == "flush":  # a third of c just above fp32's smallest normal: results that
+        # round to it or below it tell the tininess rule apart (after or before rounding)
+        m = rng.random(c.shape) < 1 / 3
+        c[m] = (np.uint32(0x00800000) + rng.integers(0, 4, m.sum()).astype(np.uint32)) \
+            | (rng.integers(0, 2, m.sum()).astype(np.uint32) << 31)
     if kind == "subnormal":  # bf16 subnormals beside normals
         for v in (a, b):
             m = rng.random(v.shape) < 0.4
