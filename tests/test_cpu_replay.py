@@ -1,7 +1,7 @@
 """Replay of the measured output of an Intel Xeon's AMX / AVX512-BF16 / AVX512-FP16 units and
 of torch.mm on bf16 CPU tensors (tests/data/cpu/intel_xeon_amx/, captured by this project),
 on every test run: every output, bit for bit, through the CPU presets of
-``floatfmt.cpuunits``; and the same data against an independent slow model in plain Python
+``floatfmt.arith.matrixunit.cpuunits``; and the same data against an independent slow model in plain Python
 (``tests/oracles/intel_units.py``).
 
 Operands and results are decoded here with numpy views, independently of floatfmt's codec.
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt import cpuunits
+from floatfmt.arith.matrixunit import cpuunits
 from tests.oracles import intel_units as slow
 from conftest import same
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import cpuunits
-from .._cast import cast
-from ..ops import add, div, fma, mul, sqrt
-from ..tensorcore import mma
-from ..accumulate import matmul
+from ..arith.matrixunit import cpuunits
+from ..core.cast import cast
+from ..arith.ops import add, div, fma, mul, sqrt
+from ..arith.matrixunit.tensorcore import mma
+from ..arith.accumulate import matmul
 
 __all__ = ["SectionResult", "replay", "format_results", "cpu_fixtures", "report_main"]
 
