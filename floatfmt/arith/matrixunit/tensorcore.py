@@ -50,8 +50,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import cpuunits, fdpa
 from .. import eft
-from . import fdpa
 from ...core.block_formats import get_block_format, is_block_format
 from ...backend.dispatch import tensor_entry
 from ...core.formats import Format, FormatLike, get_format
@@ -95,9 +95,12 @@ class TensorCoreModel:
     description : free text (GPUs, sources, evidence).
     algorithm : MMA-Sim's name of the step (``floatfmt.arith.matrixunit.fdpa.ALGORITHMS``): ``"t_fdpa"``
         (NVIDIA, the rule above), ``"e_fdpa"``, ``"ftz_addmul"``, ``"tr_fdpa"``,
-        ``"gtr_fdpa"`` (AMD CDNA1-3), ``"st_fdpa"``, ``"gst_fdpa"`` (Blackwell block-scaled).
+        ``"gtr_fdpa"`` (AMD CDNA1-3), ``"st_fdpa"``, ``"gst_fdpa"`` (Blackwell block-scaled);
+        ``"amx_bf16"``, ``"vdpbf16"`` (Intel AMX / AVX512-BF16: ``floatfmt.arith.matrixunit.cpuunits``).
     F2, interleave, group_rounding, combine_rounding, c_cutoff, product_overflow, ftz :
         parameters of the AMD steps (see ``floatfmt.arith.matrixunit.fdpa``).
+    daz : the unit reads subnormal operands (and accumulator inputs) as zeros of their
+        sign (Intel's DAZ; the CPU presets of ``floatfmt.arith.matrixunit.cpuunits``).
     block_fmt, scale_fmt, scale_block, group : block-scaled models: the block format
         (``"mxfp8_e4m3"``, ``"nvfp4"``), the scales' format (``"e8m0"`` or ``"fp8_e4m3"``
         read as ue4m3), products per scale, products summed exactly before scaling (GST).
@@ -132,14 +135,16 @@ class TensorCoreModel:
     scale_fmt: str | None = None
     scale_block: int = 0
     group: int = 1
+    daz: bool = False
 
     def __post_init__(self):
         if not isinstance(self.L, int) or self.L < 1:
             raise ValueError(f"L must be a positive integer, not {self.L!r}")
-        if self.algorithm not in fdpa.ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {', '.join(fdpa.ALGORITHMS)}, "
+        algorithms = {**fdpa.ALGORITHMS, **cpuunits.ALGORITHMS}
+        if self.algorithm not in algorithms:
+            raise ValueError(f"algorithm must be one of {', '.join(algorithms)}, "
                              f"not {self.algorithm!r}")
-        uses_f = self.algorithm not in ("e_fdpa", "ftz_addmul")
+        uses_f = self.algorithm not in ("e_fdpa", "ftz_addmul", *cpuunits.ALGORITHMS)
         if self.fmt != "int8" and uses_f and (not isinstance(self.F, int)
                                               or not 1 <= self.F <= 40):
             raise ValueError(f"F must be an integer in 1..40, not {self.F!r}")
@@ -235,8 +240,8 @@ def _build_presets() -> dict:
             out[f"{gpu}/{fmt}"] = TensorCoreModel(
                 name=f"{gpu}/{fmt}", fmt=fmt, F=F, L=L, step_fmt=step, c_entry=c_entry,
                 description=rest[1] if len(rest) > 1 else desc)
-    # AMD CDNA1-3 and Blackwell block-scaled presets: their fields are data in floatfmt.arith.matrixunit.fdpa
-    for gpu, (desc, fields) in fdpa.EXTRA_GPUS.items():
+    # AMD CDNA1-3, Blackwell block-scaled and Intel CPU presets: data in fdpa and cpuunits
+    for gpu, (desc, fields) in {**fdpa.EXTRA_GPUS, **cpuunits.CPU_UNITS}.items():
         for fmt, kw in fields.items():
             out[f"{gpu}/{fmt}"] = TensorCoreModel(name=f"{gpu}/{fmt}", fmt=fmt,
                                                   description=desc, **kw)
@@ -250,8 +255,9 @@ def _build_presets() -> dict:
 
 
 _PRESETS = _build_presets()
-_ALL_GPUS = {*_GPUS, *fdpa.EXTRA_GPUS, *fdpa.BLOCK_GPUS}
+_ALL_GPUS = {*_GPUS, *fdpa.EXTRA_GPUS, *fdpa.BLOCK_GPUS, *cpuunits.CPU_UNITS}
 _GPU_ALIASES.update(fdpa.EXTRA_ALIASES)
+_GPU_ALIASES.update(cpuunits.CPU_ALIASES)
 
 
 def tensorcore_models() -> dict:
@@ -342,6 +348,9 @@ def _step(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format):
     T-FDPA (AMD) are ``floatfmt.arith.matrixunit.fdpa.step``."""
     if model.algorithm in ("e_fdpa", "ftz_addmul", "tr_fdpa", "gtr_fdpa"):
         return fdpa.step(P, EP, c, model, cfmt, ofmt)
+    if model.algorithm in cpuunits.ALGORITHMS:  # Intel AMX / AVX512-BF16
+        c = np.array(np.broadcast_to(c, P.shape[:-1]), np.float64)
+        return cpuunits.step([P[..., k] for k in range(P.shape[-1])], c, model.algorithm)
     if model.c_entry == "aligned":
         return _fused(P, EP, c, model, cfmt, ofmt)
     s = _fused(P, EP, np.zeros(np.shape(c)), model, cfmt, ofmt)  # the products alone
@@ -426,6 +435,8 @@ def _cast_inputs(a, b, fmt, model, rounding, overflow, ftz, daz, rng, sr_bits=No
     if model.ftz:  # the unit flushes subnormal inputs to +0 (CDNA2)
         x, y = fdpa.flush_to_plus_zero(x, in_fmt), fdpa.flush_to_plus_zero(y, in_fmt)
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if model.daz:  # subnormal inputs read as zeros of their sign (Intel)
+        x, y = cpuunits.read_as_zero(x, in_fmt), cpuunits.read_as_zero(y, in_fmt)
     if in_fmt.kind == "int":
         check_int_operands(model, bool(np.isnan(x).any()), bool(np.isnan(y).any()))
     return x, y, in_fmt
