@@ -1,7 +1,7 @@
 """The ``floatfmt`` command.
 
 Subcommands: ``show``, ``info``, ``formats``, ``tour``, ``explore``, ``figures``, ``train``,
-``gpu-report``, ``course``.  Each subcommand's work lives in the module that owns it; this
+``gpu-report``, ``hw-report``, ``course``.  Each subcommand's work lives in the module that owns it; this
 file only parses arguments.
 """
 
@@ -136,6 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--measured", action=argparse.BooleanOptionalAction, default=None,
                    help="also replay the published measured tensor-core data of "
                         "tests/data/hardware (default: only when no DIR is given)")
+    h = sub.add_parser("hw-report", help="replay CPU captures (AMX, AVX512-BF16/FP16) against the presets",
+                       description="Replay CPU captures against floatfmt's CPU presets.")
+    h.add_argument("paths", nargs="*", help="capture files or folders (default: the committed ones)")
     c = sub.add_parser("course", help="teacher tools: release student copies, grade submissions",
                        description="Release student copies of the notebooks, or grade submitted ones.")
     csub = c.add_subparsers(dest="course_cmd", metavar="ACTION", required=True)
@@ -177,6 +180,9 @@ def main(argv=None) -> int:
         elif args.cmd == "gpu-report":
             from .gpu.compare import report_main
             return report_main(args.dir, args.show, args.measured)
+        elif args.cmd == "hw-report":
+            from .cpu.compare import report_main as cpu_report
+            return cpu_report(args.paths)
         else:
             _parser().print_help()
             return 2

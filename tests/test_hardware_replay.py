@@ -121,7 +121,7 @@ def test_compare_replay_agrees():
 def test_readme_states_what_is_verified():
     """The README's verification section names every open set with its count."""
     readme = (ROOT.parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Verified against real GPUs"):]
+    section = readme[readme.index("## Verified against real GPUs and CPUs"):]
     section = section[:section.index("\n## ", 3)]
     for key, v in OPEN.items():
         gpu, fmt, out = key.split("/")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from . import fdpa
+from . import cpuunits, fdpa
 from ...core.formats import Format, get_format
 
 __all__ = ['TF32_OPERANDS', 'C_ENTRIES', 'TensorCoreModel']
@@ -46,9 +46,12 @@ class TensorCoreModel:
     description : free text (GPUs, sources, evidence).
     algorithm : MMA-Sim's name of the step (``floatfmt.arith.matrixunit.fdpa.ALGORITHMS``): ``"t_fdpa"``
         (NVIDIA, the rule above), ``"e_fdpa"``, ``"ftz_addmul"``, ``"tr_fdpa"``,
-        ``"gtr_fdpa"`` (AMD CDNA1-3), ``"st_fdpa"``, ``"gst_fdpa"`` (Blackwell block-scaled).
+        ``"gtr_fdpa"`` (AMD CDNA1-3), ``"st_fdpa"``, ``"gst_fdpa"`` (Blackwell block-scaled);
+        ``"amx_bf16"``, ``"vdpbf16"`` (Intel AMX / AVX512-BF16: ``floatfmt.arith.matrixunit.cpuunits``).
     F2, interleave, group_rounding, combine_rounding, c_cutoff, product_overflow, ftz :
         parameters of the AMD steps (see ``floatfmt.arith.matrixunit.fdpa``).
+    daz : the unit reads subnormal operands (and accumulator inputs) as zeros of their
+        sign (Intel's DAZ; the CPU presets of ``floatfmt.arith.matrixunit.cpuunits``).
     block_fmt, scale_fmt, scale_block, group : block-scaled models: the block format
         (``"mxfp8_e4m3"``, ``"nvfp4"``), the scales' format (``"e8m0"`` or ``"fp8_e4m3"``
         read as ue4m3), products per scale, products summed exactly before scaling (GST).
@@ -84,14 +87,16 @@ class TensorCoreModel:
     scale_fmt: str | None = None
     scale_block: int = 0
     group: int = 1
+    daz: bool = False
 
     def __post_init__(self):
         if not isinstance(self.L, int) or self.L < 1:
             raise ValueError(f"L must be a positive integer, not {self.L!r}")
-        if self.algorithm not in fdpa.ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {', '.join(fdpa.ALGORITHMS)}, "
+        algorithms = {**fdpa.ALGORITHMS, **cpuunits.ALGORITHMS}
+        if self.algorithm not in algorithms:
+            raise ValueError(f"algorithm must be one of {', '.join(algorithms)}, "
                              f"not {self.algorithm!r}")
-        uses_f = self.algorithm not in ("e_fdpa", "ftz_addmul")
+        uses_f = self.algorithm not in ("e_fdpa", "ftz_addmul", *cpuunits.ALGORITHMS)
         if self.fmt != "int8" and uses_f and (not isinstance(self.F, int)
                                               or not 1 <= self.F <= 40):
             raise ValueError(f"F must be an integer in 1..40, not {self.F!r}")

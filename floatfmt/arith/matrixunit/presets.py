@@ -5,7 +5,7 @@ and ``get_model``.  A new GPU is a new row.
 
 from __future__ import annotations
 
-from . import fdpa
+from . import cpuunits, fdpa
 from ...core.block_formats import get_block_format, is_block_format
 from ...core.formats import get_format
 from ...core.names import unknown_name
@@ -61,7 +61,7 @@ def _build_presets() -> dict:
                 name=f"{gpu}/{fmt}", fmt=fmt, F=F, L=L, step_fmt=step, c_entry=c_entry,
                 description=rest[1] if len(rest) > 1 else desc)
     # AMD CDNA1-3 and Blackwell block-scaled presets: their fields are data in floatfmt.arith.matrixunit.fdpa
-    for gpu, (desc, fields) in fdpa.EXTRA_GPUS.items():
+    for gpu, (desc, fields) in {**fdpa.EXTRA_GPUS, **cpuunits.CPU_UNITS}.items():
         for fmt, kw in fields.items():
             out[f"{gpu}/{fmt}"] = TensorCoreModel(name=f"{gpu}/{fmt}", fmt=fmt,
                                                   description=desc, **kw)
@@ -75,8 +75,9 @@ def _build_presets() -> dict:
 
 
 PRESETS = _build_presets()
-ALL_GPUS = {*_GPUS, *fdpa.EXTRA_GPUS, *fdpa.BLOCK_GPUS}
+ALL_GPUS = {*_GPUS, *fdpa.EXTRA_GPUS, *fdpa.BLOCK_GPUS, *cpuunits.CPU_UNITS}
 GPU_ALIASES.update(fdpa.EXTRA_ALIASES)
+GPU_ALIASES.update(cpuunits.CPU_ALIASES)
 
 
 def tensorcore_models() -> dict:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fdpa
+from . import cpuunits, fdpa
 from ...core.block_formats import get_block_format, is_block_format
 from ...backend.dispatch import tensor_entry
 from ...core.formats import FormatLike, get_format
@@ -84,6 +84,8 @@ def _cast_inputs(a, b, fmt, model, rounding, overflow, ftz, daz, rng, sr_bits=No
     if model.ftz:  # the unit flushes subnormal inputs to +0 (CDNA2)
         x, y = fdpa.flush_to_plus_zero(x, in_fmt), fdpa.flush_to_plus_zero(y, in_fmt)
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if model.daz:  # subnormal inputs read as zeros of their sign (Intel)
+        x, y = cpuunits.read_as_zero(x, in_fmt), cpuunits.read_as_zero(y, in_fmt)
     if in_fmt.kind == "int":
         check_int_operands(model, bool(np.isnan(x).any()), bool(np.isnan(y).any()))
     return x, y, in_fmt

@@ -83,7 +83,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import fdpa_device
+from . import cpuunits, fdpa_device
 from ...core.cast import cast
 from ...core.formats import Format, get_format
 from ...backend.namespace import is_tensor, namespace
@@ -132,6 +132,8 @@ def _inputs(a: Any, b: Any, m: TensorCoreModel, rounding: str, overflow: Any, ft
     x, y = x.detach(), y.detach()
     if m.ftz:  # the unit flushes subnormal inputs to +0 (CDNA2)
         x, y = (fdpa_device.flush_to_plus_zero(v, in_fmt, namespace(v)) for v in (x, y))
+    if m.daz:  # subnormal inputs read as zeros of their sign (Intel)
+        x, y = cpuunits.read_as_zero(x, in_fmt), cpuunits.read_as_zero(y, in_fmt)
     if in_fmt.kind == "int":  # NaN has no integer code: the host path's ValueError
         check_int_operands(m, bool(t.isnan(x).any()), bool(t.isnan(y).any()))
     return x, y, in_fmt
@@ -168,7 +170,8 @@ def _lean(m: TensorCoreModel, in_fmt: Format) -> bool:
     zero_exponent floor and at most the largest exponent of a product of two inputs or of
     an accumulator value), so 2**scale and 2**-scale are normal powers read from bits."""
     hi = max(2 * in_fmt.emax + 1, get_format(m.acc_fmt).emax, m.output_format.emax)
-    return (m.algorithm not in _AMD and in_fmt.kind == "float" and m.F - m.zero_exponent <= 1022
+    return (m.algorithm not in _AMD and m.algorithm not in cpuunits.ALGORITHMS
+            and in_fmt.kind == "float" and m.F - m.zero_exponent <= 1022
             and hi - m.F <= 1022)
 
 
@@ -221,6 +224,9 @@ def _step(P: Any, EP: Any, acc: Any, m: TensorCoreModel, cfmt: Format, ofmt: For
     ``lean``, ``keep``: see ``_fused``."""
     if m.algorithm in _AMD:
         return fdpa_device.step(P, EP, acc, m, cfmt, ofmt, xp)
+    if m.algorithm in cpuunits.ALGORITHMS:  # the numpy path's step, K first here
+        acc = acc.expand(P.shape[1:]).clone()
+        return cpuunits.step([P[k] for k in range(P.shape[0])], acc, m.algorithm)
     if m.c_entry == "aligned":
         return _fused(P, EP, acc, m, cfmt, ofmt, xp, lean, keep)
     s = _fused(P, EP, xp.t.zeros_like(acc), m, cfmt, ofmt, xp, lean, keep)  # the products alone

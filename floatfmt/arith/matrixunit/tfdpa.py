@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import eft
-from . import fdpa
+from . import cpuunits, fdpa
 from ...core.formats import Format, get_format
 from ...core.rounding import round_values
 
@@ -47,6 +47,9 @@ def tfdpa_step(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format, kee
     exponent EP in e_max (GST-FDPA's group sums) instead of ``zero_exponent``."""
     if model.algorithm in ("e_fdpa", "ftz_addmul", "tr_fdpa", "gtr_fdpa"):
         return fdpa.step(P, EP, c, model, cfmt, ofmt)
+    if model.algorithm in cpuunits.ALGORITHMS:  # Intel AMX / AVX512-BF16
+        c = np.array(np.broadcast_to(c, P.shape[:-1]), np.float64)
+        return cpuunits.step([P[..., k] for k in range(P.shape[-1])], c, model.algorithm)
     if model.c_entry == "aligned":
         return _fused(P, EP, c, model, cfmt, ofmt, keep)
     s = _fused(P, EP, np.zeros(np.shape(c)), model, cfmt, ofmt, keep)  # the products alone
