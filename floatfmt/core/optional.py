@@ -58,7 +58,7 @@ def optional_import(module: str, extra: str, feature: str) -> ModuleType:
     ``EXTRAS`` (a ValueError otherwise, so a typo cannot point users at an extra that
     does not exist)."""
     if extra not in EXTRAS:
-        from ..core.names import unknown_name
+        from .names import unknown_name
         raise unknown_name("extra", extra, list(EXTRAS))
     try:
         return importlib.import_module(module)

@@ -60,7 +60,7 @@ def _build_presets() -> dict:
             out[f"{gpu}/{fmt}"] = TensorCoreModel(
                 name=f"{gpu}/{fmt}", fmt=fmt, F=F, L=L, step_fmt=step, c_entry=c_entry,
                 description=rest[1] if len(rest) > 1 else desc)
-    # AMD CDNA1-3 and Blackwell block-scaled presets: their fields are data in floatfmt.arith.matrixunit.fdpa
+    # AMD CDNA1-3, Blackwell block-scaled and Intel CPU presets: data in fdpa and cpuunits
     for gpu, (desc, fields) in {**fdpa.EXTRA_GPUS, **cpuunits.CPU_UNITS}.items():
         for fmt, kw in fields.items():
             out[f"{gpu}/{fmt}"] = TensorCoreModel(name=f"{gpu}/{fmt}", fmt=fmt,
