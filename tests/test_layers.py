@@ -28,7 +28,7 @@ LAYER_FOLDERS = [
     ("scaling",),           # quantize, QuantizedTensor, scales, tiles, MX / NVFP4, P3109 blocks, int GEMM
     ("training",),          # loss and delayed scaling, GEMM recipes, MX training GEMMs, the loop
     ("torch",),             # the optional torch layer (imports torch)
-    ("gpu",),               # capture and comparison with real hardware
+    ("gpu", "cpu"),         # capture and comparison with real hardware (GPUs, CPU matrix units)
     ("teach", "course"),    # explain/, compare, plot, tour, explorer, demos; the graded course
 ]
 FOLDERS = [f for layer in LAYER_FOLDERS for f in layer]
