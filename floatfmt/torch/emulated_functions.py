@@ -285,7 +285,7 @@ class ConvFunction(torch.autograd.Function):
 
 
 class RoundFunction(torch.autograd.Function):
-    """Policy ``"pure"``: an op's output rounded to ``fmt``, and the gradient it passes back."""
+    """Policy ``"pure"``: an op's output rounded to ``fmt``, and the gradient arriving at it."""
 
     @staticmethod
     def forward(ctx: Any, t: torch.Tensor, fmt: str) -> torch.Tensor:

@@ -42,7 +42,7 @@ Products of two activations (attention) scale from the current amax and round bo
 gradients to ``out_fmt``.
 
 Policy (``floatfmt.torch.policy``): under ``"pure"`` the other arithmetic ops'
-outputs (and the gradients they pass back) are rounded to ``out_fmt``; in-place ops
+outputs (and the gradients arriving at them in backward) are rounded to ``out_fmt``; in-place ops
 (``x += y``, ``relu_``) are not, and are counted in the report as kept.  Under
 ``torch.autocast`` the GEMMs follow autocast's dtype: ``out_fmt`` and ``wgrad_fmt``
 become bf16 / fp16, so do ``fwd_fmt`` / ``bwd_fmt`` where they are wider (fp32,

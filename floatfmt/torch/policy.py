@@ -22,8 +22,8 @@ bf16 / fp16 dtype, so this is the optimistic side of autocast for activations; n
 softmax and losses are exact to autocast).  Policy ``"pure"`` (``bf16_pure``,
 ``fp16_pure``) rounds the output of every op of both lists to the recipe's
 ``out_fmt`` (computed in float32, rounded once: what a bf16 kernel computing in fp32
-registers stores), and the gradient each such op passes back as well; it is a model
-cast to bf16 / fp16.  Shape and copy ops (view, reshape, cat, ...) are never rounded:
+registers stores), and the gradient arriving at its output in backward as well; it is
+a model cast to bf16 / fp16.  Shape and copy ops (view, reshape, cat, ...) are never rounded:
 their values are their inputs'.
 
 >>> op_class("layer_norm"), op_class("gelu"), op_class("conv2d"), op_class("view")
