@@ -562,3 +562,114 @@ def test_recipe_fields_are_checked():
         fft.Recipe("mine", policy="autocst")
     with pytest.raises(ValueError, match="not emulated"):
         fft.emulation_report(nn.Linear(2, 2))
+
+
+MHA_CASES = [
+    dict(), dict(batch_first=True, need_weights=True), dict(need_weights=True, average=False),
+    dict(mask="bool"), dict(mask="float3d", need_weights=True), dict(kpm=True, mask="bool"),
+    dict(cross=True), dict(kv_same=True), dict(unbatched=True, need_weights=True), dict(causal=True)]
+
+
+@pytest.mark.parametrize("case", MHA_CASES, ids=lambda c: "-".join(c) or "plain")
+def test_multihead_attention_options_follow_torch(case):
+    """nn.MultiheadAttention under the fp32 recipe (fp32 operands, fp32 sequential sums)
+    gives torch's outputs, attention weights and gradients to fp32 rounding, with every
+    GEMM emulated; the options torch has beyond these are left to torch and reported."""
+    torch.manual_seed(16)
+    e, h, ll, s, b = 8, 2, 4, 5, 3
+    kw = dict(kdim=6, vdim=7) if case.get("cross") else {}
+    mha = nn.MultiheadAttention(e, h, batch_first=case.get("batch_first", False), **kw)
+    g = torch.Generator().manual_seed(17)
+    q = torch.randn(ll, b, e, generator=g)
+    k = torch.randn(s, b, kw.get("kdim", e), generator=g) if case.get("cross") or case.get("kv_same") else q
+    v = torch.randn(s, b, kw.get("vdim", e), generator=g) if case.get("cross") else k
+    if case.get("batch_first"):
+        q = k = v = q.transpose(0, 1).contiguous()
+    sl = k.shape[1] if case.get("batch_first") else k.shape[0]
+    opts = dict(need_weights=case.get("need_weights", False), average_attn_weights=case.get("average", True))
+    if case.get("mask") == "bool":
+        opts["attn_mask"] = torch.rand(ll, sl, generator=g) > 0.7
+        opts["attn_mask"][:, 0] = False
+    elif case.get("mask") == "float":
+        opts["attn_mask"] = torch.randn(ll, sl, generator=g)
+    elif case.get("mask") == "float3d":
+        opts["attn_mask"] = torch.randn(b * h, ll, sl, generator=g)
+    if case.get("kpm"):
+        opts["key_padding_mask"] = torch.zeros(b, sl, dtype=torch.bool)
+        opts["key_padding_mask"][0, -2:] = True
+    if case.get("causal"):
+        opts["attn_mask"] = nn.Transformer.generate_square_subsequent_mask(ll)
+        opts["is_causal"] = True
+    if case.get("unbatched"):
+        q = k = v = q[:, 0]
+    args = (q, k, v)
+    want_o, want_w = mha(*args, **opts)
+    go = torch.randn(want_o.shape, generator=g)
+    want_o.backward(go)
+    want_g = [p.grad.clone() for p in mha.parameters()]
+    mha.zero_grad()
+    fft.emulate(mha, "fp32")
+    with GemmCounter() as c:
+        got_o, got_w = mha(*args, **opts)
+        got_o.backward(go)
+    assert c.flops == 0, c.calls
+    assert torch.allclose(got_o, want_o, rtol=1e-5, atol=1e-6)
+    assert (got_w is None) == (want_w is None)
+    if want_w is not None:
+        assert got_w.shape == want_w.shape and torch.allclose(got_w, want_w, rtol=1e-5, atol=1e-6)
+    for p, w in zip(mha.parameters(), want_g):
+        assert torch.allclose(p.grad, w, rtol=1e-4, atol=1e-5)
+    fft.unemulate(mha)
+
+
+def test_multihead_attention_options_left_to_torch_are_reported():
+    mha = nn.MultiheadAttention(8, 2, add_bias_kv=True)
+    x = torch.randn(4, 2, 8)
+    fft.emulate(mha, "bf16")
+    with pytest.warns(UserWarning, match="unemulated"):
+        mha(x, x, x)
+    rows = fft.emulation_report(mha).rows()
+    assert rows[0]["reasons"] == {"bias_k / bias_v": 1} and rows[0]["flops_left"] > 0
+
+
+def test_torch_transformer_encoder_layer_is_emulated():
+    """torch's own nn.TransformerEncoderLayer (pre-norm, key padding mask) in training:
+    every GEMM of the step emulated, outputs near fp32 torch's under the fp32 recipe."""
+    torch.manual_seed(18)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=True)
+    x = torch.randn(2, 5, 8)
+    kpm = torch.zeros(2, 5, dtype=torch.bool)
+    kpm[1, -1] = True
+    want = layer(x, src_key_padding_mask=kpm)
+    fft.emulate(layer, "fp32")
+    with GemmCounter() as c:
+        got = layer(x, src_key_padding_mask=kpm)
+        got.sum().backward()
+    assert c.flops == 0, c.calls
+    assert torch.allclose(got, want, rtol=1e-5, atol=1e-5)
+    fft.unemulate(layer)
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16"])
+def test_the_float32_operand_cast_equals_ff_cast_on_every_boundary(fmt):
+    """The float32 shortcut of operand casts (numpy / ml_dtypes) against ff.cast (the
+    MPFR-checked numpy path): every value of the format, every midpoint between two
+    neighbours and the float32 values on either side of each, the overflow threshold,
+    Inf and NaN -- zero mismatches."""
+    from floatfmt.torch.emulation import rne_float32
+    codes = np.arange(2 ** 16, dtype=np.uint32)
+    if fmt == "bf16":
+        vals = (codes << 16).view(np.float32)
+    else:
+        vals = codes.astype(np.uint16).view(np.float16).astype(np.float32)
+    fin = np.sort(vals[np.isfinite(vals)].astype(np.float64))
+    mids = ((fin[1:] + fin[:-1]) / 2).astype(np.float32)  # exact in float32
+    bits = np.concatenate([vals, mids]).view(np.int32)
+    cases = np.concatenate([(bits + d).view(np.float32) for d in (-1, 0, 1)]
+                           + [np.array([65519.996, 65520.0, 65520.004, 3.4e38, -np.inf, np.inf, np.nan],
+                                       np.float32)])
+    got = rne_float32(torch.from_numpy(cases), fmt).numpy()
+    with np.errstate(invalid="ignore"):  # ff.cast's own numpy warning on the NaN input
+        want = np.asarray(ff.cast(cases.astype(np.float64), fmt), np.float64)
+    bad = ~((got == want) | (np.isnan(got) & np.isnan(want)))
+    assert int(bad.sum()) == 0, cases[bad][:10]

@@ -23,12 +23,12 @@ from .._cast import cast
 from ..accumulate import sum as ff_sum
 from ..delayedscale import DelayedScaling
 from . import implicit_gemm as ig
-from .emulation import Operand, as_dtype, gemm, quantize_operand, values_of
+from .emulation import Operand, as_dtype, gemm, quantize_operand, rne_float32, values_of
 from .recipe import Recipe
 from .report import EmulationReport
 
 __all__ = ["Emulation", "GemmSpec", "GemmFunction", "ConvFunction", "RoundFunction", "TapFunction",
-           "LOW_FORMATS", "no_autocast"]
+           "LOW_FORMATS", "no_autocast", "bias_sum_fast"]
 
 LOW_FORMATS = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
@@ -174,7 +174,9 @@ class GemmFunction(torch.autograd.Function):
                 s.em.report.emulated(s.kind, "backward", s.flops)
             if need_c and cm is not None:
                 cd, cshape = cm
-                if len(cshape) == 1 and cshape[0] == shape[-1]:  # a bias: fp32 pairwise over rows
+                if len(cshape) == 1 and cshape[0] == shape[-1] and r.gemm == "fast":
+                    gc = bias_sum_fast(g.reshape(-1, shape[-1]), r.wgrad_fmt)
+                elif len(cshape) == 1 and cshape[0] == shape[-1]:  # a bias: fp32 pairwise over rows
                     gc = ff_sum(g.reshape(-1, shape[-1]), "fp32", acc_fmt="fp32", order="pairwise",
                                 axis=0, out_fmt=r.wgrad_fmt)
                 else:  # a general C: torch's float64 sum, rounded once
@@ -183,6 +185,15 @@ class GemmFunction(torch.autograd.Function):
             if s.ds is not None:
                 s.ds.update()
         return ga, gb, gc, None
+
+
+def bias_sum_fast(g: torch.Tensor, fmt: str) -> torch.Tensor:
+    """``gemm="fast"``'s bias gradient: torch's float32 sum over the rows of ``g`` (M x N),
+    rounded once to ``fmt`` (float64 values)."""
+    s32 = g.to(torch.float32).sum(dim=0)
+    fast = rne_float32(s32, fmt)
+    out: Any = fast if fast is not None else cast(s32, fmt, dtype=torch.float64)
+    return out
 
 
 def _sum_to(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -275,7 +286,9 @@ class ConvFunction(torch.autograd.Function):
                 y2 = ig.pad(y2, [0] * d, [sp - l2 for sp, l2 in zip(xv.shape[2:], sizes2)])
                 gx = as_dtype(y2.contiguous(), xd)
                 s.em.report.emulated(s.kind, "backward", s.flops)
-            if ctx.needs_input_grad[2]:
+            if ctx.needs_input_grad[2] and r.gemm == "fast":
+                gb = as_dtype(bias_sum_fast(g.transpose(0, 1).reshape(o, -1).T, r.wgrad_fmt), bd)
+            elif ctx.needs_input_grad[2]:
                 gb = ff_sum(g.transpose(0, 1).reshape(o, -1), "fp32", acc_fmt="fp32", order="pairwise",
                             axis=1, out_fmt=r.wgrad_fmt)
                 gb = as_dtype(gb, bd)

@@ -68,7 +68,7 @@ from .recipe import Recipe, get_recipe
 
 __all__ = ["matmul", "unscale_grads", "Operand", "quantize_operand", "gemm", "fast_gemm",
            "linear_forward", "linear_backward", "matmul_forward", "matmul_backward",
-           "values_of", "as_dtype"]
+           "values_of", "as_dtype", "rne_float32"]
 
 
 # ------------------------------------------------------------------ tensors in and out
@@ -85,7 +85,8 @@ def as_dtype(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``a`` as a tensor of ``dtype``; refuses a value that dtype would round."""
     src = a.to(torch.float64)
     out = src.to(dtype)
-    if not bool(((out.to(torch.float64) == src) | torch.isnan(src)).all()):
+    back = out.to(torch.float64)
+    if not torch.equal(back, src) and not bool(((back == src) | torch.isnan(src)).all()):
         raise ValueError(f"an emulated result does not fit {dtype} exactly; use formats no "
                          f"wider than the tensor's dtype (and power-of-two loss scales)")
     return out
@@ -106,7 +107,9 @@ def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
     """``v`` brought into ``fmt`` by ``r.scaling`` (``axis``: the GEMM's reduction axis,
     used by block scaling; ``state``: an ``ff.DelayedScaling`` for ``"delayed"``)."""
     if r.scaling == "none":
-        c: Any = cast(v, fmt, dtype=torch.float64)  # a tensor in, a tensor out
+        c: Any = rne_float32(v, fmt)
+        if c is None:
+            c = cast(v, fmt, dtype=torch.float64)  # a tensor in, a tensor out
         return Operand(c, 1.0, fmt)
     if r.scaling == "block":
         q = quantize(v, fmt, axis=axis)
@@ -141,7 +144,8 @@ def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
         fmt = _union_name(a.fmt, b.fmt)
         m = get_model(model, a.fmt, r.acc_fmt)
         model = m.replace(name=f"{m.name}x{b.fmt}", fmt=fmt)
-    alpha = float(cast(a.scale * b.scale, "fp32"))  # exact product of two fp32, rounded once
+    alpha = 1.0 if a.scale == 1.0 and b.scale == 1.0 else \
+        float(cast(a.scale * b.scale, "fp32"))  # exact product of two fp32, rounded once
     kw: dict[str, Any] = dict(acc_fmt=r.acc_fmt, out_fmt=out_fmt, model=model)
     if alpha != 1.0:  # 1.0 is matmul's own default (no epilogue multiply)
         kw["alpha"] = alpha
@@ -154,6 +158,25 @@ def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
     return ff_matmul(a.values, b.values, fmt, **kw).to(torch.float64)
 
 
+_ML_DTYPES = ("bf16", "fp16")
+
+
+def rne_float32(v: torch.Tensor, fmt: str) -> torch.Tensor | None:
+    """``ff.cast(v, fmt)`` (round to nearest even, the format's own overflow: Inf) as a
+    float64 tensor for a float32 CPU tensor and ``fmt`` bf16 / fp16 / fp32, by numpy and
+    ml_dtypes' casts (one IEEE rounding from float32, the same bits:
+    tests/test_emulate_ops.py checks them on every float32 boundary case); None otherwise."""
+    if v.dtype != torch.float32 or v.device.type != "cpu" or fmt not in ("bf16", "fp16", "fp32"):
+        return None
+    import numpy as np
+    a = v.detach().numpy()
+    if fmt != "fp32":
+        import ml_dtypes
+        with np.errstate(over="ignore", invalid="ignore"):  # Inf past the top, as the format has it
+            a = a.astype(ml_dtypes.bfloat16 if fmt == "bf16" else np.float16)
+    return torch.from_numpy(a.astype(np.float64))
+
+
 def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | None,
               out_fmt: str) -> torch.Tensor:
     """A recipe's ``gemm="fast"``: the quantised operands ``a @ b`` summed by the BLAS in
@@ -162,10 +185,22 @@ def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | 
     cast to ``out_fmt`` first, and one rounding to ``out_fmt``.  Only the sum differs
     from ``gemm="exact"``: the BLAS's order and fused multiply-adds instead of the
     matrix unit's alignment and truncation (the operands are exact in float32)."""
-    if a.device.type == "cpu":
+    if a.device.type == "cpu":  # IEEE float32 arithmetic in numpy: each step rounded once
         import numpy as np
-        acc: Any = torch.from_numpy(np.matmul(a.numpy().astype(np.float32),
-                                              b.numpy().astype(np.float32)))
+        acc32 = np.matmul(a.numpy().astype(np.float32), b.numpy().astype(np.float32))
+        if alpha != 1.0:
+            acc32 = np.float32(alpha) * acc32
+        if c is not None:
+            c32 = c.to(torch.float32)
+            exact32 = bool(torch.equal(c32.to(torch.float64), c.to(torch.float64)))
+            cq = rne_float32(c32, out_fmt) if exact32 else None
+            if cq is None:
+                cq = cast(c, out_fmt, dtype=torch.float64)
+            acc32 = cq.numpy().astype(np.float32) + acc32
+        t32 = torch.from_numpy(np.ascontiguousarray(acc32, np.float32))
+        fast = rne_float32(t32, out_fmt)
+        res: Any = fast if fast is not None else cast(t32, out_fmt, dtype=torch.float64)
+        return res
     else:
         keep = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = False
