@@ -229,6 +229,19 @@ def test_training_step_is_emulated_and_the_report_agrees_with_a_dispatch_counter
     assert "floatfmt" not in repr(model)
 
 
+def test_recurrent_layers_are_reported_as_not_emulated():
+    torch.manual_seed(19)
+    lstm = nn.LSTM(6, 8)
+    fft.emulate(lstm, "bf16")
+    x = torch.randn(5, 3, 6)
+    with pytest.warns(UserWarning, match="ran unemulated"):
+        training_step(Fn(lambda x: lstm(x)[0]), x)
+    rows = {(r["op"], r["phase"]): r for r in fft.emulation_report(lstm).rows()}
+    assert rows[("lstm", "forward")]["reasons"] == {"not emulated by floatfmt": 1}
+    # the estimate: 2 FLOPs per weight element per time step and row
+    assert rows[("lstm", "forward")]["flops_left"] == 2 * 15 * (4 * 8 * 6 + 4 * 8 * 8)
+
+
 def test_ops_left_to_torch_are_reported_with_reasons_and_warned_about_once():
     class Odd(nn.Module):
         def __init__(self):
@@ -343,6 +356,8 @@ def test_matmul_family_shapes():
     _same_as_torch(lambda a, b: a.matmul(b), [v, b2])
     _same_as_torch(lambda a, b: torch.matmul(a, b), [a3, v])
     _same_as_torch(torch.bmm, [a3, b3])
+    _same_as_torch(torch.mv, [a2, v])
+    _same_as_torch(torch.dot, [v, _ints(g, 4)])
     _same_as_torch(torch.mm, [a2, b2])
     _same_as_torch(lambda c, a, b: torch.addmm(c, a, b), [c, a2, b2])
     _same_as_torch(lambda c, a, b: torch.baddbmm(c, a, b), [_ints(g, 2, 3, 5), a3, b3])

@@ -27,6 +27,10 @@ In backward, with ``g`` the output gradient (M x N):
 5. ``grad_b = ff.sum(g, "fp32", acc_fmt="fp32", order="pairwise", axis=0,
    out_fmt=r.wgrad_fmt)``.
 
+With ``gemm="fast"`` (``fast_gemm``) steps 2 and 4 sum the same operands with torch's
+float32 ``matmul`` instead of the model, then apply the same epilogue in IEEE float32
+and the same output rounding; step 5 is torch's float32 sum, rounded once.
+
 Which ``fmt`` ``ff.matmul`` gets: without a model, the operands' format (``"fp32"`` when
 the two differ or are block-scaled: the products are exact either way, only the
 accumulator rounds); with a model and two formats (E5M2 gradients times E4M3 weights)
@@ -35,9 +39,9 @@ exponent the unit gives an E4M3 subnormal operand is then that format's (-14), n
 E4M3's (-6): mixed-format FP8 units are not characterised by measurements (a
 modelling choice).
 
-Delayed scaling keeps one ``ff.DelayedScaling`` per layer (tensors ``"input"``,
-``"weight"``, ``"grad_output"``); its ``update()`` runs at the end of the layer's
-backward (or call ``update_scales(model)``).  Under DDP every rank keeps its own
+Delayed scaling keeps one ``ff.DelayedScaling`` per weight (tensors ``"input"``,
+``"weight"``, ``"grad_output"``); its ``update()`` runs at the end of each backward
+that uses the weight (or call ``update_scales(model)``).  Under DDP every rank keeps its own
 history (Transformer Engine reduces amax across ranks; this does not).  The
 functional ``matmul`` has no state: a delayed recipe scales its operands from their
 current amax.
@@ -179,15 +183,15 @@ def rne_float32(v: torch.Tensor, fmt: str) -> torch.Tensor | None:
 
 def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | None,
               out_fmt: str) -> torch.Tensor:
-    """A recipe's ``gemm="fast"``: the quantised operands ``a @ b`` summed by the BLAS in
-    float32 (numpy's ``matmul`` for CPU tensors; torch's for others, TF32 off), then
+    """A recipe's ``gemm="fast"``: the quantised operands ``a @ b`` summed by torch's
+    float32 ``matmul`` (the BLAS; on CUDA with TF32 off), then
     the exact GEMM's epilogue: ``fp32(alpha * acc)``, ``fp32(acc + c)`` with ``c``
     cast to ``out_fmt`` first, and one rounding to ``out_fmt``.  Only the sum differs
     from ``gemm="exact"``: the BLAS's order and fused multiply-adds instead of the
     matrix unit's alignment and truncation (the operands are exact in float32)."""
     if a.device.type == "cpu":  # IEEE float32 arithmetic in numpy: each step rounded once
         import numpy as np
-        acc32 = np.matmul(a.numpy().astype(np.float32), b.numpy().astype(np.float32))
+        acc32 = torch.matmul(a.to(torch.float32), b.to(torch.float32)).numpy()
         if alpha != 1.0:
             acc32 = np.float32(alpha) * acc32
         if c is not None:

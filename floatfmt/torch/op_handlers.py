@@ -17,7 +17,7 @@ from .._cast import cast
 from . import implicit_gemm as ig
 from .emulated_functions import ConvFunction, Emulation, GemmFunction, GemmSpec, RoundFunction, TapFunction
 
-__all__ = ["HANDLERS", "attention", "linear"]
+__all__ = ["HANDLERS", "NOT_EMULATED", "attention", "linear"]
 
 
 # ------------------------------------------------------------------ roles and helpers
@@ -383,11 +383,42 @@ def _h_conv(em: Emulation, func: Any, args: tuple, kwargs: dict) -> Any:
     return y if batched else y.squeeze(0)
 
 
+def _tensors(x: Any) -> list:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for y in x for t in _tensors(y)]
+    return []
+
+
+def _h_not_emulated(em: Emulation, func: Any, args: tuple, kwargs: dict) -> Any:
+    """GEMM-like ops floatfmt does not emulate: run by torch, counted with an estimate
+    of their FLOPs (recurrent layers: 2 per weight element per time step and row)."""
+    name = func.__name__
+    ts = _tensors(list(args) + list(kwargs.values()))
+    if name.startswith(("lstm", "gru", "rnn")):
+        x = ts[0]
+        rows = x.numel() // max(x.shape[-1], 1)
+        flops = 2 * rows * sum(t.numel() for t in ts[1:] if t.ndim == 2 and t.requires_grad)
+    elif name == "bilinear":
+        flops = 2 * ts[0].numel() // max(ts[0].shape[-1], 1) * ts[2].numel()
+    else:  # addmv, addbmm, addr, outer, tensordot ...: the product of the two largest inputs
+        big = sorted((t.numel() for t in ts), reverse=True)[:2] + [1, 1]
+        flops = 2 * max(big[0], big[0] * big[1] // max(min(big[0], big[1]), 1))
+    return _left(em, name, func, args, kwargs, "not emulated by floatfmt", flops, tuple(ts))
+
+
+NOT_EMULATED = ("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell",
+                "rnn_relu_cell", "bilinear", "addbmm", "addmv", "addr", "chain_matmul", "multi_dot",
+                "tensordot", "kron", "inner", "outer", "ger", "vdot", "_scaled_mm")
+
+
 HANDLERS = {
     "linear": _h_linear, "matmul": _h_matmul, "__matmul__": _h_matmul, "__rmatmul__": _h_matmul,
-    "mm": _h_matmul, "bmm": _h_matmul, "addmm": _h_addmm, "baddbmm": _h_addmm, "einsum": _h_einsum,
+    "mm": _h_matmul, "bmm": _h_matmul, "mv": _h_matmul, "dot": _h_matmul, "addmm": _h_addmm, "baddbmm": _h_addmm, "einsum": _h_einsum,
     "scaled_dot_product_attention": _h_sdpa, "multi_head_attention_forward": _h_mha,
     **{f"conv{d}d": _h_conv for d in (1, 2, 3)}, **{f"conv_transpose{d}d": _h_conv for d in (1, 2, 3)},
+    **{name: _h_not_emulated for name in NOT_EMULATED},
 }
 
 
