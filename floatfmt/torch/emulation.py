@@ -65,6 +65,7 @@ import torch
 from .._cast import cast
 from .._formats import get_format
 from ..accumulate import matmul as ff_matmul, sum as ff_sum
+from ..dispatch import host_kernels
 from ..ops import add as ff_add, mul as ff_mul
 from ..quantization import quantize
 from ..tensorcore import TensorCoreModel, get_model
@@ -170,7 +171,7 @@ def rne_float32(v: torch.Tensor, fmt: str) -> torch.Tensor | None:
     float64 tensor for a float32 CPU tensor and ``fmt`` bf16 / fp16 / fp32, by numpy and
     ml_dtypes' casts (one IEEE rounding from float32, the same bits:
     tests/test_emulate_ops.py checks them on every float32 boundary case); None otherwise."""
-    if v.dtype != torch.float32 or v.device.type != "cpu" or fmt not in ("bf16", "fp16", "fp32"):
+    if v.dtype != torch.float32 or not host_kernels(v) or fmt not in ("bf16", "fp16", "fp32"):
         return None
     import numpy as np
     a = v.detach().numpy()
@@ -189,7 +190,7 @@ def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | 
     cast to ``out_fmt`` first, and one rounding to ``out_fmt``.  Only the sum differs
     from ``gemm="exact"``: the BLAS's order and fused multiply-adds instead of the
     matrix unit's alignment and truncation (the operands are exact in float32)."""
-    if a.device.type == "cpu":  # IEEE float32 arithmetic in numpy: each step rounded once
+    if host_kernels(a):  # IEEE float32 arithmetic in numpy: each step rounded once
         import numpy as np
         acc32 = torch.matmul(a.to(torch.float32), b.to(torch.float32)).numpy()
         if alpha != 1.0:
@@ -206,7 +207,7 @@ def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | 
         res: Any = fast if fast is not None else cast(t32, out_fmt, dtype=torch.float64)
         return res
     else:
-        keep = torch.backends.cuda.matmul.allow_tf32
+        keep = torch.backends.cuda.matmul.allow_tf32  # the device path (CUDA, or forced on CPU)
         torch.backends.cuda.matmul.allow_tf32 = False
         try:
             acc = torch.matmul(a.to(torch.float32), b.to(torch.float32))
