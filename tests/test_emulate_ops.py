@@ -688,3 +688,17 @@ def test_the_float32_operand_cast_equals_ff_cast_on_every_boundary(fmt):
         want = np.asarray(ff.cast(cases.astype(np.float64), fmt), np.float64)
     bad = ~((got == want) | (np.isnan(got) & np.isnan(want)))
     assert int(bad.sum()) == 0, cases[bad][:10]
+
+
+def test_a_layer_called_on_its_own_is_emulated_and_exceptions_switch_the_mode_off():
+    torch.manual_seed(20)
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+    x = torch.randn(3, 8)
+    fft.emulate(model, "bf16")
+    assert torch.equal(model[0](x), lin(x, model[0]))
+    with pytest.raises(RuntimeError):
+        model(torch.randn(3, 5))  # shape error inside forward
+    y = torch.mm(x, x.T)  # outside the model again: torch's own
+    assert torch.equal(y, x @ x.T) and fft.emulation_report(model).rows()[0]["calls_emulated"] == 1
+    fft.unemulate(model)
+    assert not model._forward_hooks and not model[0]._forward_pre_hooks

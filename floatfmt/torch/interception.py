@@ -1,7 +1,8 @@
 """``emulate(model, recipe)``: every GEMM-like op a model runs, forward and backward, through floatfmt.
 
 How it finds the ops: ``emulate`` registers a forward pre-hook and a forward hook
-(``always_call``) on the model; while its ``forward`` runs, a ``TorchFunctionMode``
+(``always_call``) on each module of the model; while the outermost of them runs its
+``forward``, a ``TorchFunctionMode``
 (PyTorch's own interception of torch functions, no patching of torch) sees every
 torch function any code inside calls -- the model's modules, functional code,
 ``transformers``' ``Conv1D`` (``addmm``), ``nn.MultiheadAttention``
@@ -110,7 +111,8 @@ def emulate(model: nn.Module, recipe: str | Recipe) -> nn.Module:
     of ``floatfmt.torch.recipes()`` or a ``Recipe``); returns ``model``.
 
     The modules and parameters stay the same objects (a forward pre-hook and a forward
-    hook on ``model`` switch the interception on and off), so optimisers,
+    hook on each of its modules switch the interception on and off: the whole model or
+    one layer called on its own is emulated), so optimisers,
     ``state_dict`` and DDP wrappers made before or after keep working;
     ``unemulate(model)`` (or the ``emulating`` context manager) removes the hooks.
     What is intercepted and how each op computes: the module docstring;
@@ -132,20 +134,24 @@ def emulate(model: nn.Module, recipe: str | Recipe) -> nn.Module:
         raise ValueError("the model is already emulated: call unemulate(model) first")
     em = Emulation(r, EmulationReport(r.name, r.policy))
 
+    depth = [0]  # modules of the model now running: the outermost switches the mode
+
     def enter(_m: nn.Module, _args: Any) -> None:
-        mode = EmulationMode(em)
-        mode.__enter__()
-        em.modes.append(mode)
+        depth[0] += 1
+        if depth[0] == 1:
+            mode = EmulationMode(em)
+            mode.__enter__()
+            em.modes.append(mode)
 
     def leave(_m: nn.Module, _args: Any, _out: Any) -> None:
-        if em.modes:
+        depth[0] -= 1
+        if depth[0] == 0 and em.modes:
             em.modes.pop().__exit__(None, None, None)
             em.check()
 
-    em.hooks = [model.register_forward_pre_hook(enter),
-                model.register_forward_hook(leave, always_call=True)]
-    for m in model.modules():
+    for m in model.modules():  # every module: a layer called on its own is emulated too
         m.__dict__[_ATTR] = em
+        em.hooks += [m.register_forward_pre_hook(enter), m.register_forward_hook(leave, always_call=True)]
     cls = type(model).__name__
     model.__dict__["_get_name"] = lambda: f"{cls}[floatfmt emulated: {r.name}]"
     return model

@@ -112,6 +112,8 @@ def _h_linear(em: Emulation, func: Any, args: tuple, kwargs: dict) -> Any:
     flops = 2 * (x.numel() // max(k, 1)) * k * w.shape[0]
     if why:
         return _left(em, "linear", func, args, kwargs, why, flops, (x, w))
+    if x.ndim == 0 or w.ndim != 2 or x.shape[-1] != w.shape[1]:
+        return func(*args, **kwargs)  # torch's own error for shapes that do not fit
     return linear(em, "linear", x, w, b)
 
 
@@ -130,6 +132,8 @@ def _h_matmul(em: Emulation, func: Any, args: tuple, kwargs: dict) -> Any:
     if why or kwargs.get("out") is not None:
         flops = 2 * a.numel() * (b.shape[-1] if b.ndim > 1 else 1)
         return _left(em, kind, func, args, kwargs, why or "out= given", flops, (a, b))
+    if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[0 if b.ndim == 1 else -2]:
+        return func(*args, **kwargs)  # torch's own error for shapes that do not fit
     return _matmul(em, kind, a, b)
 
 
