@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from .._cast import cast
-from ..accumulate import sum as ff_sum
-from ..delayedscale import DelayedScaling
+from ..core.cast import cast
+from ..arith.accumulate import sum as ff_sum
+from ..training.delayed_scaling import DelayedScaling
 from . import implicit_gemm as ig
 from .emulation import Operand, as_dtype, gemm, quantize_operand, rne_float32, values_of
 from .recipe import Recipe

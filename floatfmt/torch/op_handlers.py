@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._cast import cast
+from ..core.cast import cast
 from . import implicit_gemm as ig
 from .emulated_functions import ConvFunction, Emulation, GemmFunction, GemmSpec, RoundFunction, TapFunction
 
