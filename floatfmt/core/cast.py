@@ -11,8 +11,8 @@ from ..backend.dispatch import check_tensors
 from .intake import Exact, holds, to_exact
 from .formats import FormatLike, get_format
 from .types import Overflow, RngLike, Values
-from .rounding import (STOCHASTIC, Decision, decide, make_rng, resolve_mode, resolve_overflow,
-                       round_values)
+from .rounding import STOCHASTIC, make_rng, resolve_mode, resolve_overflow, round_values
+from .decision import Decision, decide
 
 __all__ = ["cast", "round_exact", "rounding_decision", "tensor_exact"]
 
