@@ -112,3 +112,12 @@ def test_loss_scaler_unscales_tensors_as_arrays():
     (w,), found_np = s2.unscale([g.numpy()])
     assert found and found_np and isinstance(u, torch.Tensor)
     assert np.array_equal(u.numpy(), w)
+
+
+def test_fast_gemm_equal_on_both_paths():
+    """gemm="fast": the host (numpy float32 epilogue) and the device path (ff.mul, ff.add,
+    ff.cast on tensors) give the same bits."""
+    r = fft.get_recipe("bf16").replace(name="bf16_fast", gemm="fast")
+    host = _train(r, True, False)
+    dev = _train(r, True, True)
+    assert _equal(host, dev)

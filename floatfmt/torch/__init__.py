@@ -9,8 +9,10 @@ needs torch itself:
 * ``fake_quant(x, fmt, ...)``: per-tensor / per-channel integer and float fake
   quantisation on the tensor's device, differentiable (straight-through or clipped);
 * ``emulate(model, recipe)`` / ``unemulate(model)`` / ``emulating(model, recipe)``:
-  every ``nn.Linear`` runs its forward and backward GEMMs as a precision recipe on a
-  given matrix unit computes them; ``matmul(a, b, recipe)`` for attention-style
+  every GEMM-like op of the model (linear, matmul, addmm, einsum, attention,
+  convolutions) runs forward and backward as a precision recipe on a given matrix
+  unit computes it, under an autocast-like op policy; ``emulation_report(model)``
+  says what ran emulated; ``matmul(a, b, recipe)`` for attention-style
   products; recipes as data (``Recipe``, ``recipes()``, ``get_recipe``: ``fp32``,
   ``tf32``, ``bf16``, ``fp16``, ``fp8_tensorwise``, ``mxfp8``, ``mxfp4``, ``nvfp4`` ...).
 
@@ -29,8 +31,11 @@ optional_import("torch", "torch", "floatfmt.torch")
 from ..core.cast import cast  # noqa: E402 - after the check that torch is there
 from .quant import fake_quant
 from .recipe import Recipe, get_recipe, recipes
-from .emulation import (delayed_scaling, emulate, emulating, matmul, unemulate, unscale_grads,
-                      update_scales)
+from .emulation import matmul, unscale_grads
+from .interception import (delayed_scaling, emulate, emulating, emulation_report, unemulate,
+                           update_scales)
+from .report import EmulationReport
 
-__all__ = ["cast", "fake_quant", "emulate", "unemulate", "emulating", "matmul", "Recipe",
-           "get_recipe", "recipes", "update_scales", "unscale_grads", "delayed_scaling"]
+__all__ = ["cast", "fake_quant", "emulate", "unemulate", "emulating", "emulation_report",
+           "EmulationReport", "matmul", "Recipe", "get_recipe", "recipes", "update_scales",
+           "unscale_grads", "delayed_scaling"]

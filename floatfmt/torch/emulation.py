@@ -1,7 +1,9 @@
-"""Run a PyTorch model's GEMMs as hardware would: ``emulate(model, recipe)``.
+"""The emulated GEMM: what every GEMM of ``emulate(model, recipe)`` computes.
 
-Every ``nn.Linear`` of the model (and every call of the functional ``matmul`` below)
-computes, in forward, with ``r = get_recipe(recipe)``:
+``floatfmt.torch.interception`` finds the GEMM-like ops of an emulated model (linear,
+matmul, addmm, einsum, attention, convolutions as implicit GEMMs) and computes each
+with the functions here; a linear layer (and every call of the functional ``matmul``
+below) computes, in forward, with ``r = get_recipe(recipe)``:
 
 1. ``x`` (flattened to M x K) and ``W`` (N x K) brought into ``r.fwd_fmt`` by
    ``r.scaling`` (cast, per-tensor scale, delayed scale, or MX / NVFP4 blocks along
@@ -25,6 +27,10 @@ In backward, with ``g`` the output gradient (M x N):
 5. ``grad_b = ff.sum(g, "fp32", acc_fmt="fp32", order="pairwise", axis=0,
    out_fmt=r.wgrad_fmt)``.
 
+With ``gemm="fast"`` (``fast_gemm``) steps 2 and 4 sum the same operands with torch's
+float32 ``matmul`` instead of the model, then apply the same epilogue in IEEE float32
+and the same output rounding; step 5 is torch's float32 sum, rounded once.
+
 Which ``fmt`` ``ff.matmul`` gets: without a model, the operands' format (``"fp32"`` when
 the two differ or are block-scaled: the products are exact either way, only the
 accumulator rounds); with a model and two formats (E5M2 gradients times E4M3 weights)
@@ -33,9 +39,9 @@ exponent the unit gives an E4M3 subnormal operand is then that format's (-14), n
 E4M3's (-6): mixed-format FP8 units are not characterised by measurements (a
 modelling choice).
 
-Delayed scaling keeps one ``ff.DelayedScaling`` per layer (tensors ``"input"``,
-``"weight"``, ``"grad_output"``); its ``update()`` runs at the end of the layer's
-backward (or call ``update_scales(model)``).  Under DDP every rank keeps its own
+Delayed scaling keeps one ``ff.DelayedScaling`` per weight (tensors ``"input"``,
+``"weight"``, ``"grad_output"``); its ``update()`` runs at the end of each backward
+that uses the weight (or call ``update_scales(model)``).  Under DDP every rank keeps its own
 history (Transformer Engine reduces amax across ranks; this does not).  The
 functional ``matmul`` has no state: a delayed recipe scales its operands from their
 current amax.
@@ -51,32 +57,27 @@ input's dtype, checked to hold them exactly.
 
 from __future__ import annotations
 
-import contextlib
-import types
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
 from ..core.cast import cast
 from ..core.formats import get_format
 from ..arith.accumulate import matmul as ff_matmul, sum as ff_sum
-from ..training.delayed_scaling import DelayedScaling
+from ..backend.dispatch import host_kernels
+from ..arith.ops import add as ff_add, mul as ff_mul
 from ..scaling.quantize import quantize
 from ..arith.matrixunit.tensorcore import TensorCoreModel, get_model
 from .recipe import Recipe, get_recipe
 
-__all__ = ["emulate", "unemulate", "emulating", "matmul", "update_scales", "unscale_grads",
-           "delayed_scaling", "Operand", "quantize_operand", "gemm",
-           "linear_forward", "linear_backward", "matmul_forward", "matmul_backward"]
-
-_ATTR = "_floatfmt_emulation"
+__all__ = ["matmul", "unscale_grads", "Operand", "quantize_operand", "gemm", "fast_gemm",
+           "linear_forward", "linear_backward", "matmul_forward", "matmul_backward",
+           "values_of", "as_dtype", "rne_float32"]
 
 
 # ------------------------------------------------------------------ tensors in and out
-def _values(t: torch.Tensor) -> torch.Tensor:
+def values_of(t: torch.Tensor) -> torch.Tensor:
     """The values of a floating-point tensor, detached, on its own device."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, not {type(t).__name__}")
@@ -85,11 +86,12 @@ def _values(t: torch.Tensor) -> torch.Tensor:
     return t.detach()
 
 
-def _tensor(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def as_dtype(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``a`` as a tensor of ``dtype``; refuses a value that dtype would round."""
     src = a.to(torch.float64)
     out = src.to(dtype)
-    if not bool(((out.to(torch.float64) == src) | torch.isnan(src)).all()):
+    back = out.to(torch.float64)
+    if not torch.equal(back, src) and not bool(((back == src) | torch.isnan(src)).all()):
         raise ValueError(f"an emulated result does not fit {dtype} exactly; use formats no "
                          f"wider than the tensor's dtype (and power-of-two loss scales)")
     return out
@@ -110,7 +112,9 @@ def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
     """``v`` brought into ``fmt`` by ``r.scaling`` (``axis``: the GEMM's reduction axis,
     used by block scaling; ``state``: an ``ff.DelayedScaling`` for ``"delayed"``)."""
     if r.scaling == "none":
-        c: Any = cast(v, fmt, dtype=torch.float64)  # a tensor in, a tensor out
+        c: Any = rne_float32(v, fmt)
+        if c is None:
+            c = cast(v, fmt, dtype=torch.float64)  # a tensor in, a tensor out
         return Operand(c, 1.0, fmt)
     if r.scaling == "block":
         q = quantize(v, fmt, axis=axis)
@@ -145,7 +149,8 @@ def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
         fmt = _union_name(a.fmt, b.fmt)
         m = get_model(model, a.fmt, r.acc_fmt)
         model = m.replace(name=f"{m.name}x{b.fmt}", fmt=fmt)
-    alpha = float(cast(a.scale * b.scale, "fp32"))  # exact product of two fp32, rounded once
+    alpha = 1.0 if a.scale == 1.0 and b.scale == 1.0 else \
+        float(cast(a.scale * b.scale, "fp32"))  # exact product of two fp32, rounded once
     kw: dict[str, Any] = dict(acc_fmt=r.acc_fmt, out_fmt=out_fmt, model=model)
     if alpha != 1.0:  # 1.0 is matmul's own default (no epilogue multiply)
         kw["alpha"] = alpha
@@ -153,7 +158,68 @@ def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
         kw["order"] = r.order
     if c is not None:
         kw["c"] = c
+    if r.gemm == "fast":
+        return fast_gemm(a.values, b.values, alpha, c, out_fmt)
     return ff_matmul(a.values, b.values, fmt, **kw).to(torch.float64)
+
+
+_ML_DTYPES = ("bf16", "fp16")
+
+
+def rne_float32(v: torch.Tensor, fmt: str) -> torch.Tensor | None:
+    """``ff.cast(v, fmt)`` (round to nearest even, the format's own overflow: Inf) as a
+    float64 tensor for a float32 CPU tensor and ``fmt`` bf16 / fp16 / fp32, by numpy and
+    ml_dtypes' casts (one IEEE rounding from float32, the same bits:
+    tests/test_emulate_ops.py checks them on every float32 boundary case); None otherwise."""
+    if v.dtype != torch.float32 or not host_kernels(v) or fmt not in ("bf16", "fp16", "fp32"):
+        return None
+    import numpy as np
+    a = v.detach().numpy()
+    if fmt != "fp32":
+        import ml_dtypes
+        with np.errstate(over="ignore", invalid="ignore"):  # Inf past the top, as the format has it
+            a = a.astype(ml_dtypes.bfloat16 if fmt == "bf16" else np.float16)
+    return torch.from_numpy(a.astype(np.float64))
+
+
+def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | None,
+              out_fmt: str) -> torch.Tensor:
+    """A recipe's ``gemm="fast"``: the quantised operands ``a @ b`` summed by torch's
+    float32 ``matmul`` (the BLAS; on CUDA with TF32 off), then
+    the exact GEMM's epilogue: ``fp32(alpha * acc)``, ``fp32(acc + c)`` with ``c``
+    cast to ``out_fmt`` first, and one rounding to ``out_fmt``.  Only the sum differs
+    from ``gemm="exact"``: the BLAS's order and fused multiply-adds instead of the
+    matrix unit's alignment and truncation (the operands are exact in float32)."""
+    if host_kernels(a):  # IEEE float32 arithmetic in numpy: each step rounded once
+        import numpy as np
+        acc32 = torch.matmul(a.to(torch.float32), b.to(torch.float32)).numpy()
+        if alpha != 1.0:
+            acc32 = np.float32(alpha) * acc32
+        if c is not None:
+            c32 = c.to(torch.float32)
+            exact32 = bool(torch.equal(c32.to(torch.float64), c.to(torch.float64)))
+            cq = rne_float32(c32, out_fmt) if exact32 else None
+            if cq is None:
+                cq = cast(c, out_fmt, dtype=torch.float64)
+            acc32 = cq.numpy().astype(np.float32) + acc32
+        t32 = torch.from_numpy(np.ascontiguousarray(acc32, np.float32))
+        fast = rne_float32(t32, out_fmt)
+        res: Any = fast if fast is not None else cast(t32, out_fmt, dtype=torch.float64)
+        return res
+    else:
+        keep = torch.backends.cuda.matmul.allow_tf32  # the device path (CUDA, or forced on CPU)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            acc = torch.matmul(a.to(torch.float32), b.to(torch.float32))
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = keep
+    acc = acc.to(torch.float64)
+    if alpha != 1.0:
+        acc = ff_mul(alpha, acc, "fp32")
+    if c is not None:
+        acc = ff_add(cast(c, out_fmt, dtype=torch.float64), acc, "fp32")
+    out: Any = cast(acc, out_fmt, dtype=torch.float64)
+    return out
 
 
 def linear_forward(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, r: Recipe,
@@ -213,49 +279,20 @@ def matmul_backward(g: torch.Tensor, a: torch.Tensor, b: torch.Tensor, qa: Opera
 
 
 # ------------------------------------------------------------------ autograd
-@dataclass
-class _State:
-    recipe: Recipe
-    delayed: Any = None
-
-
-class _LinearFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-                st: _State) -> torch.Tensor:
-        x2 = _values(x).reshape(-1, x.shape[-1])
-        wv = _values(w)
-        bv = None if b is None else _values(b)
-        y, qx, qw = linear_forward(x2, wv, bv, st.recipe, st.delayed)
-        ctx.st, ctx.np = st, (x2, wv, qx, qw)
-        ctx.meta = (x.shape, x.dtype, w.dtype, None if b is None else b.dtype)
-        return _tensor(y.reshape(*x.shape[:-1], w.shape[0]), x.dtype)
-
-    @staticmethod
-    def backward(ctx: Any, gy: torch.Tensor) -> tuple[Any, ...]:
-        x2, wv, qx, qw = ctx.np
-        shape, xd, wd, bd = ctx.meta
-        g = _values(gy).reshape(-1, wv.shape[0])
-        gx, gw, gb = linear_backward(g, x2, wv, qx, qw, ctx.st.recipe, ctx.st.delayed,
-                                     need_x=ctx.needs_input_grad[0], need_b=bd is not None)
-        return (None if gx is None else _tensor(gx.reshape(shape), xd), _tensor(gw, wd),
-                None if gb is None else _tensor(gb, bd), None)
-
-
 class _MatmulFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor, r: Recipe) -> torch.Tensor:
-        av, bv = _values(a), _values(b)
+        av, bv = values_of(a), values_of(b)
         y, qa, qb = matmul_forward(av, bv, r)
         ctx.r, ctx.np, ctx.dtypes = r, (av, bv, qa, qb), (a.dtype, b.dtype)
-        return _tensor(y, a.dtype)
+        return as_dtype(y, a.dtype)
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
         av, bv, qa, qb = ctx.np
-        ga, gb = matmul_backward(_values(g), av, bv, qa, qb, ctx.r)
+        ga, gb = matmul_backward(values_of(g), av, bv, qa, qb, ctx.r)
         ad, bd = ctx.dtypes
-        return _tensor(ga, ad), _tensor(gb, bd), None
+        return as_dtype(ga, ad), as_dtype(gb, bd), None
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, recipe: str | Recipe = "bf16") -> torch.Tensor:
@@ -274,83 +311,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, recipe: str | Recipe = "bf16") -> t
     return _MatmulFn.apply(a, b, r)
 
 
-# ------------------------------------------------------------------ emulate / unemulate
-def _emulated_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    return _LinearFn.apply(x, self.weight, self.bias, self.__dict__[_ATTR])
-
-
-def emulate(model: nn.Module, recipe: str | Recipe) -> nn.Module:
-    """Make every ``nn.Linear`` of ``model`` (the model itself included) run under
-    ``recipe`` (a name of ``floatfmt.torch.recipes()`` or a ``Recipe``); returns ``model``.
-
-    The modules and parameters stay the same objects (only each Linear's ``forward`` is
-    replaced), so optimisers, ``state_dict`` and DDP wrappers made before or after keep
-    working; ``unemulate(model)`` (or the ``emulating`` context manager) restores them.
-    Layers that do not call ``Linear.forward`` (``nn.MultiheadAttention`` reads its
-    projection weights directly) are not changed: use ``matmul`` in your own attention.
-
-    >>> import torch, floatfmt.torch as fft
-    >>> lin = torch.nn.Linear(4, 2)
-    >>> _ = fft.emulate(lin, "bf16")
-    >>> y = lin(torch.ones(1, 4)); _ = fft.unemulate(lin)
-    """
-    r = get_recipe(recipe)
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"emulate takes an nn.Module, not {type(model).__name__}")
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    if any(_ATTR in m.__dict__ for m in linears):
-        raise ValueError("the model is already emulated: call unemulate(model) first")
-    for m in linears:
-        delayed = None
-        if r.scaling == "delayed":
-            delayed = DelayedScaling(history_len=r.history_len, algo=r.amax_algo, margin=r.margin,
-                                        fwd_format=r.fwd_fmt, bwd_format=r.bwd_fmt)
-        m.__dict__[_ATTR] = _State(r, delayed)
-        m.__dict__["forward"] = types.MethodType(_emulated_forward, m)
-    return model
-
-
-def unemulate(model: nn.Module) -> nn.Module:
-    """Undo ``emulate``: every Linear gets its own ``forward`` back; returns ``model``."""
-    for m in model.modules():
-        if _ATTR in m.__dict__:
-            del m.__dict__[_ATTR]
-            m.__dict__.pop("forward", None)
-    return model
-
-
-@contextlib.contextmanager
-def emulating(model: nn.Module, recipe: str | Recipe) -> Iterator[nn.Module]:
-    """``with emulating(model, "fp8_tensorwise"): ...``: emulate inside the block, restore after."""
-    emulate(model, recipe)
-    try:
-        yield model
-    finally:
-        unemulate(model)
-
-
-def update_scales(model: nn.Module) -> None:
-    """Roll every delayed-scaling history of an emulated model (backward does this itself;
-    call it after forward-only steps)."""
-    for m in model.modules():
-        st = m.__dict__.get(_ATTR)
-        if st is not None and st.delayed is not None:
-            st.delayed.update()
-
-
-def delayed_scaling(module: nn.Module) -> Any:
-    """The ``ff.DelayedScaling`` of an emulated Linear (None when its recipe has none)."""
-    st = module.__dict__.get(_ATTR)
-    return None if st is None else st.delayed
-
-
 def unscale_grads(scaler: Any, parameters: Any) -> bool:
     """Unscale the gradients of ``parameters`` in place with an ``ff.LossScaler``
     (``grad * fp32(1/S)``); returns whether any is Inf/NaN (then skip the step, and
     call ``scaler.update()`` either way).  For ``torch.amp.GradScaler`` use its own
     ``unscale_`` / ``step`` / ``update``."""
     params = [p for p in parameters if p.grad is not None]
-    grads, found = scaler.unscale([_values(p.grad) for p in params])
+    grads, found = scaler.unscale([values_of(p.grad) for p in params])
     for p, gv in zip(params, grads):
-        p.grad.copy_(_tensor(gv.reshape(p.grad.shape), p.grad.dtype))
+        p.grad.copy_(as_dtype(gv.reshape(p.grad.shape), p.grad.dtype))
     return bool(found)

@@ -22,7 +22,15 @@ A ``Recipe`` says, for each ``nn.Linear`` (and each ``floatfmt.torch.matmul``):
 * the output formats: ``out_fmt`` for the forward output and the input gradient,
   ``wgrad_fmt`` for the weight (and bias) gradient;
 * ``loss_scaling``: whether the recipe expects the loss to be scaled (fp16); the
-  scaler itself is the user's (``ff.LossScaler`` or ``torch.amp.GradScaler``).
+  scaler itself is the user's (``ff.LossScaler`` or ``torch.amp.GradScaler``);
+* ``policy``: which ops outside the GEMMs are rounded (``floatfmt.torch.policy``):
+  ``"autocast"`` (GEMM-like ops in the recipe's formats, everything else left in
+  fp32, as torch.autocast's lists put softmax, norms, losses and reductions) or
+  ``"pure"`` (every arithmetic op's output rounded to ``out_fmt`` too, as a model
+  cast to bf16 / fp16 computes);
+* ``gemm``: ``"exact"`` (the matrix-unit / accumulator model above) or ``"fast"``
+  (the same quantised operands, products summed by the BLAS in float32, the same
+  epilogue and output rounding: see ``floatfmt.torch.emulation.gemm``).
 
 A user's own recipe is ``Recipe(name=..., ...)`` or ``get_recipe("bf16").replace(...)``.
 
@@ -44,10 +52,14 @@ from ..core.names import unknown_name
 from ..arith.accumulate import ORDERS
 from ..arith.matrixunit.tensorcore import TensorCoreModel, get_model
 
-__all__ = ["Recipe", "RECIPES", "SCALINGS", "get_recipe", "recipes"]
+__all__ = ["Recipe", "RECIPES", "SCALINGS", "POLICIES", "GEMMS", "get_recipe", "recipes"]
 
 #: How operands are brought into their format (see the module docstring).
 SCALINGS = ("none", "tensor", "delayed", "block")
+
+#: Op policies (``floatfmt.torch.policy``) and GEMM modes a recipe may name.
+POLICIES = ("autocast", "pure")
+GEMMS = ("exact", "fast")
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,8 @@ class Recipe:
     wgrad_fmt : format of the weight and bias gradients.
     history_len, amax_algo, margin : ``ff.DelayedScaling``'s settings (``scaling="delayed"``).
     loss_scaling : the recipe needs a scaled loss (fp16 gradients underflow without it).
+    policy : ``"autocast"`` or ``"pure"``: which ops besides the GEMMs are rounded.
+    gemm : ``"exact"`` (the model) or ``"fast"`` (float32 BLAS sums of the same operands).
     description : free text.
     """
 
@@ -85,12 +99,18 @@ class Recipe:
     margin: int = 0
     loss_scaling: bool = False
     description: str = ""
+    policy: str = "autocast"
+    gemm: str = "exact"
 
     def __post_init__(self) -> None:
         if self.scaling not in SCALINGS:
             raise unknown_name("scaling", self.scaling, SCALINGS)
         if self.order not in ORDERS:
             raise unknown_name("order", self.order, ORDERS)
+        if self.policy not in POLICIES:
+            raise unknown_name("policy", self.policy, POLICIES)
+        if self.gemm not in GEMMS:
+            raise unknown_name("gemm", self.gemm, GEMMS)
         for what in ("fwd_fmt", "bwd_fmt"):
             fmt = getattr(self, what)
             if not isinstance(fmt, str):
@@ -139,6 +159,14 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("fp16", fwd_fmt="fp16", bwd_fmt="fp16", model="h100", out_fmt="fp16", wgrad_fmt="fp16",
            loss_scaling=True,
            description="torch.autocast(float16) on H100 with a loss scaler (fp16 gradients underflow)"),
+    Recipe("bf16_pure", fwd_fmt="bf16", bwd_fmt="bf16", model="h100", out_fmt="bf16",
+           wgrad_fmt="bf16", policy="pure",
+           description="a model cast to bfloat16 on H100: the bf16 GEMMs, and every other op's "
+                       "output (activations, norms, softmax, residual sums) rounded to bf16"),
+    Recipe("fp16_pure", fwd_fmt="fp16", bwd_fmt="fp16", model="h100", out_fmt="fp16",
+           wgrad_fmt="fp16", loss_scaling=True, policy="pure",
+           description="a model cast to float16 on H100 (every op's output rounded to fp16), "
+                       "with a loss scaler"),
     Recipe("fp8_tensorwise", fwd_fmt="fp8_e4m3", bwd_fmt="fp8_e5m2", scaling="delayed", model="h100",
            out_fmt="bf16", wgrad_fmt="bf16", history_len=16,
            description="Transformer Engine HYBRID delayed scaling: E4M3 forward, E5M2 gradients, "
@@ -163,7 +191,7 @@ def recipes() -> dict[str, Recipe]:
     """Every named recipe.
 
     >>> sorted(recipes())[:4]
-    ['bf16', 'fp16', 'fp32', 'fp8_tensorwise']
+    ['bf16', 'bf16_pure', 'fp16', 'fp16_pure']
     """
     return dict(RECIPES)
 
