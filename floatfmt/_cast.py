@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ._xp import NUMPY, is_tensor, namespace
-from .dispatch import check_tensors
+from .dispatch import check_tensors, compiling, run_eager
 from .exact import Exact, holds, to_exact
 from ._formats import FormatLike, get_format
 from ._types import Overflow, RngLike, Values
@@ -188,6 +188,9 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     >>> cast("0x1.00000000000018p0", "fp64", "toward_zero") == 1 + 2**-52
     True
     """
+    if compiling():  # torch.compile: run eagerly (floatfmt.dispatch)
+        return run_eager(cast, x, fmt, rounding, overflow, ftz, daz, rng, sr_bits=sr_bits,
+                         dtype=dtype, ste=ste, sr_random=sr_random)
     fmt = get_format(fmt)
     if is_tensor(x):
         ex = tensor_exact(x)
