@@ -58,6 +58,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.quantize_device": "lab",
     "floatfmt.intgemm": "lab",
     "floatfmt.delayedscale": "lab",
+    "floatfmt.scaleconvention": "lab",
     "floatfmt.lossscale": "lab",
     "floatfmt.mxgemm": "lab",
     "floatfmt.training": "lab",

@@ -37,7 +37,7 @@ def fake_quant(x: torch.Tensor, fmt: Any = "int8", *, scheme: str = "symmetric",
                rounding: str = "nearest_even", scale: Any = None, margin: int = 0,
                pow2_scale: bool = False, narrow_range: bool | None = None,
                overflow: Any = "saturate", rng: Any = None, ste: str | None = None,
-               dtype: torch.dtype | None = None) -> torch.Tensor:
+               dtype: torch.dtype | None = None, scale_convention: str = "exact") -> torch.Tensor:
     """Quantise then dequantise a tensor, with the rules of ``floatfmt.fake_quant``,
     on the tensor's device; returns a tensor of the input's dtype (``dtype=`` another).
 
@@ -54,7 +54,8 @@ def fake_quant(x: torch.Tensor, fmt: Any = "int8", *, scheme: str = "symmetric",
     ``fp4_e2m1``, ``bf16`` ...; symmetric, ``scale="amax"``: ``amax * 2**margin / max``
     in fp32, the default for formats of at most 8 bits, else 1.0).  ``granularity``
     ``"tensor"`` or ``"channel"`` (one scale per index of ``axis``, default 0);
-    calibration by max.  ``scale`` a number gives the scale (zero point 0, or
+    calibration by max.  ``scale_convention`` (float formats): ``"exact"``, ``"te"`` or
+    ``"torchao"`` (``floatfmt.scaleconvention``; CPU tensors).  ``scale`` a number gives the scale (zero point 0, or
     2**(bits-1) for a symmetric unsigned format).  ``overflow`` applies to float formats.
 
     Gradient (straight-through estimator): ``ste=None`` / ``"identity"`` passes the
@@ -85,6 +86,9 @@ def fake_quant(x: torch.Tensor, fmt: Any = "int8", *, scheme: str = "symmetric",
                                 narrow_range=narrow_range, rng=rng, ste=ste)
     if f.kind == "float":
         opts["overflow"] = overflow
+        opts["scale_convention"] = scale_convention
+    elif scale_convention != "exact":
+        raise ValueError(f"scale_convention={scale_convention!r} applies to float formats")
     out: Any = ff_fake_quant(x, f, **opts)
     return _to_dtype(out, x, dtype)
 
