@@ -42,7 +42,7 @@ and ``1 / s`` if it is what you compare.
     >>> import numpy as np
     >>> s = np.float32(448) / np.float32(3.0)              # te: fp32(max / amax)
     >>> float(s), float(np.float32(1) / s)
-    (149.3333282470703, 0.006696428824216127)
+    (149.3333282470703, 0.0066964286379516125)
 """
 
 from __future__ import annotations
