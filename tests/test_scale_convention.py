@@ -2,7 +2,7 @@
 per-tensor / per-row FP8 arithmetic, bit for bit (issue 23, item 5).
 
 The reference is written here from the libraries' documented arithmetic
-(``floatfmt.scaleconvention`` cites the sources), with torch's own fp32 ops and its RNE
+(``floatfmt.scaling.scale_convention`` cites the sources), with torch's own fp32 ops and its RNE
 float8 casts (no floatfmt code): ``s = fp32(max / amax)``, ``y = fp32(x * s)``, clamp to
 +-max, cast.  FP4 elements (torch has no unpacked float4 dtype) use the Fraction rounding
 of tests/oracles/block_scaling.py.  When torchao is installed, its own functions too.

@@ -219,5 +219,5 @@ def test_compile_of_floatfmt_calls_on_tensors_and_numbers():
     a = torch.randn(4, 8, generator=torch.Generator().manual_seed(7))
     b = torch.randn(8, 3, generator=torch.Generator().manual_seed(8))
     assert torch.equal(torch.compile(f, backend="eager")(a, b), f(a, b))
-    assert not ff.dispatch.compiling()
+    assert not ff.backend.dispatch.compiling()
     assert np.isclose(float(ff.cast(0.1, "bf16")), 0.10009765625)

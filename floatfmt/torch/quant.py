@@ -5,7 +5,7 @@ straight-through gradient.
 The options are a subset of ``floatfmt.fake_quant``'s (calibration ``"max"``, no zero
 point, no group / block / MX / NVFP4 schemes: ``floatfmt.fake_quant`` takes tensors of
 any device with every scheme), checked here; the work is ``floatfmt.fake_quant``'s,
-which dispatches (numpy kernels for CPU tensors, ``floatfmt.quantize_device`` on other
+which dispatches (numpy kernels for CPU tensors, ``floatfmt.scaling.quantize_device`` on other
 devices), so there is one implementation of the rules.  tests/test_torch_quant.py
 shows the results equal to ``floatfmt.fake_quant`` on numpy bit for bit.
 """
@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from .._cast import cast
-from .._formats import get_format
-from .._xp import namespace as _namespace
-from ..quantization import fake_quant as ff_fake_quant
+from ..core.cast import cast
+from ..core.formats import get_format
+from ..backend.namespace import namespace as _namespace
+from ..scaling.quantize import fake_quant as ff_fake_quant
 
 __all__ = ["fake_quant"]
 
@@ -55,7 +55,7 @@ def fake_quant(x: torch.Tensor, fmt: Any = "int8", *, scheme: str = "symmetric",
     in fp32, the default for formats of at most 8 bits, else 1.0).  ``granularity``
     ``"tensor"`` or ``"channel"`` (one scale per index of ``axis``, default 0);
     calibration by max.  ``scale_convention`` (float formats): ``"exact"``, ``"te"`` or
-    ``"torchao"`` (``floatfmt.scaleconvention``; CPU tensors).  ``scale`` a number gives the scale (zero point 0, or
+    ``"torchao"`` (``floatfmt.scaling.scale_convention``; CPU tensors).  ``scale`` a number gives the scale (zero point 0, or
     2**(bits-1) for a symmetric unsigned format).  ``overflow`` applies to float formats.
 
     Gradient (straight-through estimator): ``ste=None`` / ``"identity"`` passes the

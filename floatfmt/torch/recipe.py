@@ -27,7 +27,7 @@ A ``Recipe`` says, for each ``nn.Linear`` (and each ``floatfmt.torch.matmul``):
   ``scale_rounding`` of MX block scales (``"floor"``: OCP; ``"rceil"``: NVIDIA's MXFP8
   rule; ``"ceil"``, ``"even"``; see ``ff.mx_shared_exponent``), ``scale_convention`` of
   per-tensor scales (``"exact"``, or Transformer Engine's / torchao's ``"te"`` /
-  ``"torchao"``: ``floatfmt.scaleconvention``), and ``grad_rounding``: how the output
+  ``"torchao"``: ``floatfmt.scaling.scale_convention``), and ``grad_rounding``: how the output
   gradient is rounded into ``bwd_fmt`` (``"stochastic"``: stochastic rounding of
   gradients, as FP4 training recipes do).
 
@@ -45,13 +45,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .._block_formats import get_block_format, is_block_format
-from .._formats import get_format
-from .._names import unknown_name
-from ..accumulate import ORDERS
-from ..blockscale import SCALE_ROUNDINGS
-from ..scaleconvention import check_convention
-from ..tensorcore import TensorCoreModel, get_model
+from ..core.block_formats import get_block_format, is_block_format
+from ..core.formats import get_format
+from ..core.names import unknown_name
+from ..arith.accumulate import ORDERS
+from ..scaling.mx_nvfp4 import SCALE_ROUNDINGS
+from ..scaling.scale_convention import check_convention
+from ..arith.matrixunit.tensorcore import TensorCoreModel, get_model
 
 __all__ = ["Recipe", "RECIPES", "SCALINGS", "get_recipe", "recipes"]
 
@@ -83,7 +83,7 @@ class Recipe:
     scale_rounding : MX block-scale rounding (``scaling="block"`` with ``mx*`` formats):
         ``"floor"`` (OCP, the default), ``"rceil"`` (NVIDIA MXFP8), ``"ceil"``, ``"even"``.
     scale_convention : per-tensor scales (``"tensor"``): ``"exact"`` (the default),
-        ``"te"`` or ``"torchao"`` (``floatfmt.scaleconvention``).
+        ``"te"`` or ``"torchao"`` (``floatfmt.scaling.scale_convention``).
     grad_rounding : rounding of the output gradient into ``bwd_fmt``: ``"nearest_even"``
         (the default) or ``"stochastic"``.
     """
