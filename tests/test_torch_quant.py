@@ -57,7 +57,8 @@ def test_fake_quant_equals_numpy(fmt):
                         want = ff.fake_quant(src, fmt, scheme=scheme, granularity=gran, axis=axis,
                                              rounding=mode, **kw)
                         got = fft.fake_quant(torch.from_numpy(src), fmt, scheme=scheme,
-                                             granularity=gran, axis=axis, rounding=mode, **kw)
+                                             granularity=gran, axis=axis, rounding=mode,
+                                             dtype=torch.float64, **kw)
                         assert got.dtype == torch.float64
                         n_bad += int((~same(got.numpy(), want)).sum())
                         n += want.size

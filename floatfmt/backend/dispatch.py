@@ -73,6 +73,14 @@ Dataclass results (``ff.quantize``'s ``QuantizedTensor``) hold tensors in their
 array fields; their methods that compute (``dequantize``, ``codes``) go through
 ``tensor_method``.
 
+``torch.compile``: while dynamo traces a function that calls floatfmt
+(``torch.compiler.is_compiling()``), every entry here (``tensor_entry``,
+``tensor_method``, and ``cast`` through ``run_eager``; on tensors, arrays or Python
+numbers) runs as one call that dynamo does not trace (``torch.compiler.disable``): a graph break around floatfmt's call,
+which then runs eagerly on real tensors exactly as without compile (the numpy kernels
+cannot run on dynamo's FakeTensors: ``np.copyto`` refuses them).  So a compiled model
+that calls floatfmt gives the bits of the eager one.
+
 Bad input is refused before any work, with the function's name: complex
 tensors, dtypes other than floating-point / integer / bool (TypeError); numpy
 arrays (or ``FPArray``) mixed with tensors in one call (TypeError: convert one
@@ -96,6 +104,7 @@ import numpy as np
 from .namespace import is_tensor, namespace
 
 __all__ = ["tensor_entry", "tensor_method", "fields_device", "STE_SOURCE", "STE_MASK",
+           "compiling", "run_eager",
            "host_kernels", "force_namespace", "to_host", "from_host",
            "check_tensors", "host_kernels_device", "ENV_VAR", "DEVICES", "LIST_OPERANDS"]
 
@@ -264,6 +273,39 @@ def _torch() -> Any:
     return sys.modules["torch"]
 
 
+def compiling() -> bool:
+    """Whether torch's dynamo is tracing the caller (``torch.compile``); False without
+    torch imported (checked without importing it)."""
+    f = _IS_COMPILING[0]
+    if f is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        f = getattr(getattr(torch, "compiler", None), "is_compiling", None) or _never
+        _IS_COMPILING[0] = f
+    return bool(f())
+
+
+def _never() -> bool:
+    return False
+
+
+_IS_COMPILING: list[Any] = [None]  # torch.compiler.is_compiling, once torch is imported
+
+
+_EAGER: dict[Any, Any] = {}
+
+
+def run_eager(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` outside dynamo's tracing: ``fn`` wrapped once in
+    ``torch.compiler.disable`` (recursive), so under ``torch.compile`` the call is a
+    graph break and runs eagerly on real tensors (see the module docstring)."""
+    w = _EAGER.get(fn)
+    if w is None:
+        w = _EAGER[fn] = _torch().compiler.disable(fn, recursive=True)
+    return w(*args, **kwargs)
+
+
 def _map_fields(obj: Any, fn: Callable[[Any], Any]) -> Any:
     """A copy of the dataclass ``obj`` with ``fn`` applied to its public fields (private
     ones, such as a cache, start empty; other attributes are not copied)."""
@@ -299,6 +341,8 @@ def tensor_method(obj: Any, name: str, *args: Any,
     call ``device_impl(obj, *args)``, or raise NotImplementedError without one.  The
     result carries the straight-through gradient of the tensor ``obj`` was made from
     (``STE_SOURCE``), when that one requires grad."""
+    if compiling():
+        return run_eager(tensor_method, obj, name, *args, device_impl=device_impl)
     device = fields_device(obj)
     cls = type(obj).__name__
     if not host_kernels_device(device):
@@ -391,6 +435,8 @@ def tensor_entry(name: str, operands: tuple[str, ...],
 
         @functools.wraps(fn)
         def entry(*args: Any, **kwargs: Any) -> Any:
+            if compiling():  # torch.compile: a graph break, then eager (module docstring)
+                return run_eager(entry, *args, **kwargs)
             # arrays given through **options (fake_quant's scale=) are operands too
             extra = [k for k, v in kwargs.items() if k not in operands
                      and (is_tensor(v) or isinstance(v, np.ndarray))]

@@ -65,6 +65,7 @@ from .tiles import quantize_tiled, tiled_request
 from .quantize_device import device_quantize
 from .quantized_tensor import QuantizedTensor, choose, intake, normalize_axis, resolve_kind, width
 from ..core.rounding import make_rng, resolve_mode
+from .scale_convention import check_convention, library_elements, library_scale
 from .scales import (CALIBRATIONS, calibrated_range, channel_layout, check_zero_point, code_range,
                           fp32_scale, given_scale, int_scale_params, mse_range, reduce_axes,
                           round_float_quotients, round_int_quotients, unit_scale_where_infinite)
@@ -82,9 +83,11 @@ def _device_quantize(*args: Any, **kwargs: Any) -> QuantizedTensor:
     opts = dict(o.arguments)
     x, fmt = opts.pop("x"), opts.pop("fmt")
     _check_ste(opts.pop("ste"))
+    _host_only_convention(opts, x, "quantize")
     return device_quantize(x, plan_quantize(fmt, opts), False, "quantize")
 
 
+# size: the docstring states every scheme's rule (most of the lines); the body hands them on
 @tensor_entry("quantize", ("x", "scale", "zero_point"), device_impl=_device_quantize, ste=True)
 def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
              granularity: str = "tensor", axis: int | None = None, calibration: str = "max",
@@ -93,7 +96,8 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
              narrow_range: bool | None = None, scale_rounding: str = "floor",
              overflow: Overflow = "saturate", tensor_scale: float | None = None,
              rng: RngLike = None, group_size: int | None = None,
-             block: tuple[int, int] | None = None, ste: str | None = None) -> QuantizedTensor:
+             block: tuple[int, int] | None = None, ste: str | None = None,
+             scale_convention: str = "exact") -> QuantizedTensor:
     """Quantise ``x`` to ``fmt`` and return a ``QuantizedTensor`` (``.dequantize()``).
 
     Formats
@@ -136,6 +140,11 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
         ``torch.quantize_per_tensor``.
     pow2_scale : round the scale, calibrated or given, up to a power of two (0.3 -> 0.5).
     zero_point : a code of the format (uint8: 0..255); else a ValueError naming the range.
+    scale_convention : float formats: ``"exact"`` (the rule above, one rounding of
+        ``x / scale``), or ``"te"`` / ``"torchao"``: Transformer Engine's and torchao's
+        ``s = fp32(max / amax)``, ``q = round(fp32(x * s))`` (two roundings), ``scale``
+        kept as ``fp32(1 / s)``; the exact rules and sources: ``floatfmt.scaling.scale_convention``.
+        CPU tensors and numpy arrays.
     rounding : element rounding mode (``"stochastic"`` uses ``rng``).
     Scales are fp32 values (rounded once); every quotient ``x / scale`` is rounded once.
     An option that does not apply to the format's kind (``OPTIONS_BY_KIND``: e.g.
@@ -164,7 +173,7 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
         percentile=percentile, rounding=rounding, scale=scale, zero_point=zero_point,
         margin=margin, pow2_scale=pow2_scale, narrow_range=narrow_range,
         scale_rounding=scale_rounding, overflow=overflow, tensor_scale=tensor_scale, rng=rng,
-        group_size=group_size, block=block))
+        group_size=group_size, block=block, scale_convention=scale_convention))
 
 
 _RAW_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
@@ -176,7 +185,7 @@ OPTIONS_BY_KIND = {
     "int": ("scheme", "granularity", "calibration", "percentile", "scale", "zero_point", "margin",
             "pow2_scale", "narrow_range", "group_size", "block"),
     "float": ("scheme", "granularity", "calibration", "percentile", "scale", "margin",
-              "pow2_scale", "overflow", "group_size", "block"),
+              "pow2_scale", "overflow", "group_size", "block", "scale_convention"),
     "mx": ("scale_rounding",),
     "nvfp4": ("tensor_scale",),
 }
@@ -294,8 +303,31 @@ def _quantize(x, fmt, fake: bool, options: dict):
                     p.narrow_range, mode, rng)
     if not symmetric:
         raise ValueError("float formats are quantised symmetrically (scheme='symmetric')")
-    q = _float(v, frac, sticky, narrow, f, rule, o["scale"], o["overflow"], mode, rng)
+    convention = check_convention(o["scale_convention"])
+    if convention != "exact":
+        if p.tiled:
+            raise ValueError("scale_convention applies to per-tensor and per-channel scaling")
+        q = _library_float(v, narrow, f, rule, o["scale"], convention, mode, rng)
+    else:
+        q = _float(v, frac, sticky, narrow, f, rule, o["scale"], o["overflow"], mode, rng)
     return q.dequantize() if fake else q
+
+
+def _library_float(v, narrow, f: Format, rule: "_ScaleRule", scale, convention, mode, rng):
+    """Float formats by Transformer Engine's / torchao's convention (``floatfmt.scaling.scale_convention``):
+    ``s`` from amax (or given), elements ``round(fp32(x * s))``, scale ``fp32(1 / s)``."""
+    if scale is None or isinstance(scale, str):
+        if scale not in (None, "amax"):
+            raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
+        _, hi = rule.range(v, f, True, True, narrow, mode, rng)
+        s = library_scale(hi, f, convention, rule.margin, rule.pow2)
+    else:
+        s = np.asarray(given_scale(scale, "scale", v, rule.axis), np.float64).astype(np.float32)
+    e = library_elements(v, s, f, mode, rng)
+    with np.errstate(all="ignore"):
+        inv = (np.float32(1.0) / s).astype(np.float64)
+    sc = float(inv) if inv.ndim == 0 else inv
+    return QuantizedTensor(e, sc, 0, f.name, f, rule.granularity, rule.axis, scheme="symmetric")
 
 
 def _mx(x, name, fake, axis, scale_rounding, mode, rng):
@@ -422,7 +454,16 @@ def _check_ste(ste: Any) -> None:
 def _device_fake_quant(x: Any, fmt: FormatLike = "int8", **options: Any) -> Any:
     """``fake_quant`` of a tensor the numpy kernels do not compute (``floatfmt.backend.dispatch``)."""
     opts = _options(options)
+    _host_only_convention(opts, x, "fake_quant")
     return device_quantize(x, plan_quantize(fmt, opts), True, "fake_quant")
+
+
+def _host_only_convention(opts: dict, x: Any, name: str) -> None:
+    """The library scale conventions run on the host only (numpy arrays, CPU tensors)."""
+    if check_convention(opts.get("scale_convention", "exact")) != "exact":
+        raise NotImplementedError(
+            f"floatfmt.{name} with scale_convention={opts['scale_convention']!r} has no "
+            f"{x.device.type} implementation yet: it runs on numpy arrays and CPU tensors")
 
 
 @tensor_entry("fake_quant", ("x",), device_impl=_device_fake_quant, ste=True)

@@ -110,21 +110,23 @@ class Operand:
 def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
                      state: Any = None, name: str = "", role: str = "forward") -> Operand:
     """``v`` brought into ``fmt`` by ``r.scaling`` (``axis``: the GEMM's reduction axis,
-    used by block scaling; ``state``: an ``ff.DelayedScaling`` for ``"delayed"``)."""
+    used by block scaling; ``state``: an ``ff.DelayedScaling`` for ``"delayed"``; the
+    recipe's quantiser options: ``r.operand_options(role)``)."""
+    opts = r.operand_options(role)
     if r.scaling == "none":
-        c: Any = rne_float32(v, fmt)
+        c: Any = None if opts else rne_float32(v, fmt)  # the shortcut is RNE only
         if c is None:
-            c = cast(v, fmt, dtype=torch.float64)  # a tensor in, a tensor out
+            c = cast(v, fmt, dtype=torch.float64, **opts)  # a tensor in, a tensor out
         return Operand(c, 1.0, fmt)
     if r.scaling == "block":
-        q = quantize(v, fmt, axis=axis)
+        q = quantize(v, fmt, axis=axis, **opts)
         ts = 1.0 if q.tensor_scale is None else float(q.tensor_scale)
         d: Any = q.dequantize(torch.float64)
         return Operand(d / ts if ts != 1.0 else d, ts, fmt)  # exact: ts is a factor of d
     if r.scaling == "delayed" and state is not None:
-        q = state.quantize(name, v, role)
+        q = state.quantize(name, v, role, **opts)
     else:  # "tensor", or a delayed recipe without state: current amax
-        q = quantize(v, fmt)
+        q = quantize(v, fmt, **opts)
     e: Any = q.elements  # a tensor (q was made from one)
     return Operand(e.to(torch.float64), float(q.scale), fmt)
 
@@ -241,7 +243,7 @@ def linear_backward(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, qx: Opera
     if need_x:
         wq = quantize_operand(w, r.fwd_fmt, r, 0) if block else qw
         gx = gemm(qg, wq, r, r.out_fmt)
-    gq = quantize_operand(g, r.bwd_fmt, r, 0) if block else qg
+    gq = quantize_operand(g, r.bwd_fmt, r, 0, None, "", "backward") if block else qg
     xq = quantize_operand(x, r.fwd_fmt, r, 0) if block else qx
     gw = gemm(Operand(gq.values.T, gq.scale, gq.fmt), xq, r, r.wgrad_fmt)
     gb = None
@@ -272,7 +274,7 @@ def matmul_backward(g: torch.Tensor, a: torch.Tensor, b: torch.Tensor, qa: Opera
     qg = quantize_operand(g, r.bwd_fmt, r, -1, None, "", "backward")
     bq = quantize_operand(b, r.fwd_fmt, r, -1) if block else qb
     ga = gemm(qg, Operand(_t(bq.values), bq.scale, bq.fmt), r, r.out_fmt)
-    gq = quantize_operand(g, r.bwd_fmt, r, -2) if block else qg
+    gq = quantize_operand(g, r.bwd_fmt, r, -2, None, "", "backward") if block else qg
     aq = quantize_operand(a, r.fwd_fmt, r, -2) if block else qa
     gb = gemm(Operand(_t(aq.values), aq.scale, aq.fmt), gq, r, r.out_fmt)
     return ga, gb

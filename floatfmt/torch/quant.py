@@ -16,7 +16,9 @@ from typing import Any
 
 import torch
 
+from ..core.cast import cast
 from ..core.formats import get_format
+from ..backend.namespace import namespace as _namespace
 from ..scaling.quantize import fake_quant as ff_fake_quant
 
 __all__ = ["fake_quant"]
@@ -34,16 +36,26 @@ def fake_quant(x: torch.Tensor, fmt: Any = "int8", *, scheme: str = "symmetric",
                granularity: str = "tensor", axis: int | None = None,
                rounding: str = "nearest_even", scale: Any = None, margin: int = 0,
                pow2_scale: bool = False, narrow_range: bool | None = None,
-               overflow: Any = "saturate", rng: Any = None, ste: str | None = None) -> torch.Tensor:
+               overflow: Any = "saturate", rng: Any = None, ste: str | None = None,
+               dtype: torch.dtype | None = None, scale_convention: str = "exact") -> torch.Tensor:
     """Quantise then dequantise a tensor, with the rules of ``floatfmt.fake_quant``,
-    on the tensor's device; returns a float64 tensor (it holds every result exactly).
+    on the tensor's device; returns a tensor of the input's dtype (``dtype=`` another).
+
+    The dequantised values ``(q - zero_point) * scale`` are computed exactly (float64
+    holds every one), then rounded once to nearest-even to the result dtype, as a
+    float32 fake-quant kernel stores them (``torch.fake_quantize_per_tensor_affine``
+    returns the input's dtype too): float32 / float16 / bfloat16 inputs give that dtype;
+    float64 and integer inputs give float64 (exact).  ``dtype=torch.float64`` keeps every
+    value exact for any input.  A value the input dtype holds (an FP8 element times a
+    power-of-two scale in float32, for instance) is returned with the same bits either way.
 
     Formats: integers (``int8 uint8 int4 uint4``, affine, ``scheme="symmetric"`` or
     ``"asymmetric"``) and float formats (``fp8_e4m3``, ``fp8_e5m2``, ``fp6_*``,
     ``fp4_e2m1``, ``bf16`` ...; symmetric, ``scale="amax"``: ``amax * 2**margin / max``
     in fp32, the default for formats of at most 8 bits, else 1.0).  ``granularity``
     ``"tensor"`` or ``"channel"`` (one scale per index of ``axis``, default 0);
-    calibration by max.  ``scale`` a number gives the scale (zero point 0, or
+    calibration by max.  ``scale_convention`` (float formats): ``"exact"``, ``"te"`` or
+    ``"torchao"`` (``floatfmt.scaling.scale_convention``; CPU tensors).  ``scale`` a number gives the scale (zero point 0, or
     2**(bits-1) for a symmetric unsigned format).  ``overflow`` applies to float formats.
 
     Gradient (straight-through estimator): ``ste=None`` / ``"identity"`` passes the
@@ -74,5 +86,31 @@ def fake_quant(x: torch.Tensor, fmt: Any = "int8", *, scheme: str = "symmetric",
                                 narrow_range=narrow_range, rng=rng, ste=ste)
     if f.kind == "float":
         opts["overflow"] = overflow
+        opts["scale_convention"] = scale_convention
+    elif scale_convention != "exact":
+        raise ValueError(f"scale_convention={scale_convention!r} applies to float formats")
     out: Any = ff_fake_quant(x, f, **opts)
-    return out
+    return _to_dtype(out, x, dtype)
+
+
+#: result dtypes other than float64 and the format that rounds to each one exactly once
+_DTYPE_FORMATS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+def _to_dtype(out: torch.Tensor, x: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """``out`` (float64, exact) rounded once to ``dtype`` (default: x's float dtype, float64
+    for others) by ``floatfmt.cast`` (torch's own float64 -> bfloat16 / float16 conversion
+    goes through float32: two roundings); the gradient of ``out`` passes unchanged."""
+    if dtype is None:
+        dtype = x.dtype if x.dtype in _DTYPE_FORMATS else torch.float64
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, not {type(dtype).__name__}")
+    if dtype == out.dtype:
+        return out
+    if dtype not in _DTYPE_FORMATS:
+        valid = ", ".join(str(d) for d in (torch.float64, *_DTYPE_FORMATS))
+        raise ValueError(f"dtype {dtype} is not a result dtype of fake_quant. Valid: {valid}")
+    r: Any = cast(out.detach(), _DTYPE_FORMATS[dtype], dtype=dtype)
+    if out.requires_grad:
+        r = _namespace(out).straight_through(out, r)
+    return r

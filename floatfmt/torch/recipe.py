@@ -30,7 +30,14 @@ A ``Recipe`` says, for each ``nn.Linear`` (and each ``floatfmt.torch.matmul``):
   cast to bf16 / fp16 computes);
 * ``gemm``: ``"exact"`` (the matrix-unit / accumulator model above) or ``"fast"``
   (the same quantised operands, products summed by the BLAS in float32, the same
-  epilogue and output rounding: see ``floatfmt.torch.emulation.gemm``).
+  epilogue and output rounding: see ``floatfmt.torch.emulation.gemm``);
+* quantiser options (``operand_options`` gives them to ``ff.quantize`` / ``ff.cast``):
+  ``scale_rounding`` of MX block scales (``"floor"``: OCP; ``"rceil"``: NVIDIA's MXFP8
+  rule; ``"ceil"``, ``"even"``; see ``ff.mx_shared_exponent``), ``scale_convention`` of
+  per-tensor scales (``"exact"``, or Transformer Engine's / torchao's ``"te"`` /
+  ``"torchao"``: ``floatfmt.scaling.scale_convention``), and ``grad_rounding``: how the output
+  gradient is rounded into ``bwd_fmt`` (``"stochastic"``: stochastic rounding of
+  gradients, as FP4 training recipes do).
 
 A user's own recipe is ``Recipe(name=..., ...)`` or ``get_recipe("bf16").replace(...)``.
 
@@ -50,12 +57,16 @@ from ..core.block_formats import get_block_format, is_block_format
 from ..core.formats import get_format
 from ..core.names import unknown_name
 from ..arith.accumulate import ORDERS
+from ..scaling.mx_nvfp4 import SCALE_ROUNDINGS
+from ..scaling.scale_convention import check_convention
 from ..arith.matrixunit.tensorcore import TensorCoreModel, get_model
 
 __all__ = ["Recipe", "RECIPES", "SCALINGS", "POLICIES", "GEMMS", "get_recipe", "recipes"]
 
 #: How operands are brought into their format (see the module docstring).
 SCALINGS = ("none", "tensor", "delayed", "block")
+#: ``grad_rounding`` values.
+GRAD_ROUNDINGS = ("nearest_even", "stochastic")
 
 #: Op policies (``floatfmt.torch.policy``) and GEMM modes a recipe may name.
 POLICIES = ("autocast", "pure")
@@ -83,6 +94,12 @@ class Recipe:
     policy : ``"autocast"`` or ``"pure"``: which ops besides the GEMMs are rounded.
     gemm : ``"exact"`` (the model) or ``"fast"`` (float32 BLAS sums of the same operands).
     description : free text.
+    scale_rounding : MX block-scale rounding (``scaling="block"`` with ``mx*`` formats):
+        ``"floor"`` (OCP, the default), ``"rceil"`` (NVIDIA MXFP8), ``"ceil"``, ``"even"``.
+    scale_convention : per-tensor scales (``"tensor"``): ``"exact"`` (the default),
+        ``"te"`` or ``"torchao"`` (``floatfmt.scaling.scale_convention``).
+    grad_rounding : rounding of the output gradient into ``bwd_fmt``: ``"nearest_even"``
+        (the default) or ``"stochastic"``.
     """
 
     name: str
@@ -101,6 +118,9 @@ class Recipe:
     description: str = ""
     policy: str = "autocast"
     gemm: str = "exact"
+    scale_rounding: str = "floor"
+    scale_convention: str = "exact"
+    grad_rounding: str = "nearest_even"
 
     def __post_init__(self) -> None:
         if self.scaling not in SCALINGS:
@@ -136,6 +156,40 @@ class Recipe:
             raise unknown_name("amax_algo", self.amax_algo, ("max", "most_recent"))
         if not isinstance(self.history_len, int) or self.history_len < 1:
             raise ValueError(f"history_len must be a positive integer, not {self.history_len!r}")
+        self._check_quantiser_options()
+
+    def _check_quantiser_options(self) -> None:
+        if self.scale_rounding not in SCALE_ROUNDINGS:
+            raise unknown_name("scale_rounding", self.scale_rounding, SCALE_ROUNDINGS)
+        mx = self.scaling == "block" and all(f.startswith("mx") for f in (self.fwd_fmt, self.bwd_fmt))
+        if self.scale_rounding != "floor" and not mx:
+            raise ValueError(f"scale_rounding={self.scale_rounding!r} applies to MX block "
+                             "scaling (scaling='block' with mx* formats)")
+        check_convention(self.scale_convention)
+        if self.scale_convention != "exact" and self.scaling != "tensor":
+            raise ValueError(f"scale_convention={self.scale_convention!r} applies to "
+                             "scaling='tensor' (current per-tensor scales)")
+        if self.grad_rounding not in GRAD_ROUNDINGS:
+            raise unknown_name("grad_rounding", self.grad_rounding, GRAD_ROUNDINGS)
+
+    def operand_options(self, role: str = "forward") -> dict:
+        """The options ``ff.quantize`` (block / tensor scaling) or ``ff.cast``
+        (``scaling="none"``: only ``rounding``) takes for an operand of ``role``
+        (``"forward"``: x and W; ``"backward"``: the output gradient).
+
+        >>> get_recipe("mxfp8").replace(scale_rounding="rceil").operand_options()
+        {'scale_rounding': 'rceil'}
+        >>> get_recipe("bf16").replace(grad_rounding="stochastic").operand_options("backward")
+        {'rounding': 'stochastic'}
+        """
+        opts: dict = {}
+        if self.scale_rounding != "floor":
+            opts["scale_rounding"] = self.scale_rounding
+        if self.scale_convention != "exact":
+            opts["scale_convention"] = self.scale_convention
+        if role == "backward" and self.grad_rounding != "nearest_even":
+            opts["rounding"] = self.grad_rounding
+        return opts
 
     def replace(self, **changes: object) -> "Recipe":
         """A copy with some fields changed (``dataclasses.replace``)."""

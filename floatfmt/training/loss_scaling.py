@@ -20,6 +20,9 @@ _FP32 = get_format("fp32")
 class LossScaler:
     """Loss scaling with the state machine of PyTorch's ``torch.amp.GradScaler``.
 
+    On torch tensors it has GradScaler's interface too: ``scale(loss)`` (differentiable),
+    ``unscale_(optimizer)``, ``step(optimizer)``, ``update()``.
+
     ``scale(loss)`` multiplies by the current scale S; backpropagate the scaled loss;
     ``unscale(grads)`` returns the gradients times 1/S and whether any is Inf/NaN;
     ``update()`` then (dynamic mode):
@@ -60,13 +63,26 @@ class LossScaler:
         self.dynamic = bool(dynamic)
         self.growth_tracker = 0
         self._found_inf: bool | None = None
+        self._unscaled: dict[int, bool] = {}  # optimizers unscale_'d this step: found_inf
         self.history: list[dict] = []
 
     def get_scale(self) -> float:
         return self._scale
 
     def scale(self, loss):
-        """``loss * S`` (rounded once to float64; exact for power-of-two S)."""
+        """``loss * S`` (rounded once to float64; exact for power-of-two S).
+
+        A torch tensor (one that requires grad included, a list or tuple of them) is
+        scaled as ``torch.amp.GradScaler.scale`` does it, differentiably:
+        ``loss * S`` with S a 0-d float32 tensor on the loss's device, so torch's type
+        promotion and rounding apply (a float32 loss gives float32; a 0-d bfloat16 loss
+        float32, as with GradScaler).  Backpropagate the result: the gradients are the
+        loss's times S."""
+        if isinstance(loss, (list, tuple)) and loss and all(is_tensor(v) for v in loss):
+            return type(loss)(self.scale(v) for v in loss)
+        if is_tensor(loss):
+            t = namespace(loss).t
+            return loss * t.full((), self._scale, dtype=t.float32, device=loss.device)
         out = mul_fp64(np.asarray(loss, np.float64), self._scale)
         return float(out) if np.ndim(out) == 0 else out
 
@@ -87,6 +103,38 @@ class LossScaler:
             out.append(u)
         self._found_inf = found
         return (out[0] if single else out), found
+
+    def unscale_(self, optimizer) -> bool:
+        """``torch.amp.GradScaler.unscale_``: every gradient of ``optimizer``'s parameters
+        times ``fp32(1/S)`` in place, rounded once to its dtype (float32 / float64: the
+        product of two fp32 values is exact in float64, so float32 gradients get the bits
+        of GradScaler's fp32 multiply); returns whether any is Inf/NaN.  Call it at most
+        once per optimizer and step (``step`` calls it when you did not)."""
+        if id(optimizer) in self._unscaled:
+            raise RuntimeError("unscale_() has already been called on this optimizer since "
+                               "the last update()")
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        for p in params:
+            if str(p.grad.dtype) not in ("torch.float32", "torch.float64"):
+                raise ValueError(f"unscale_ takes float32 or float64 gradients, not "
+                                 f"{p.grad.dtype} (as torch.amp.GradScaler)")
+        found_before = bool(self._found_inf)
+        grads, found = self.unscale([p.grad for p in params]) if params else ([], False)
+        for p, u in zip(params, grads):
+            p.grad.copy_(u.reshape(p.grad.shape).to(p.grad.dtype))
+        self._found_inf = found_before or found
+        self._unscaled[id(optimizer)] = found
+        return found
+
+    def step(self, optimizer, *args, **kwargs):
+        """``torch.amp.GradScaler.step``: unscale (unless ``unscale_`` ran this step), then
+        ``optimizer.step(*args, **kwargs)`` unless a gradient was Inf/NaN (skipped: returns
+        None).  Then call ``update()``."""
+        if id(optimizer) not in self._unscaled:
+            self.unscale_(optimizer)
+        if self._unscaled[id(optimizer)]:
+            return None
+        return optimizer.step(*args, **kwargs)
 
     @property
     def skip(self) -> bool:
@@ -113,6 +161,7 @@ class LossScaler:
         self.history.append({"scale": before, "found_inf": found, "new_scale": self._scale,
                              "growth_tracker": self.growth_tracker})
         self._found_inf = None
+        self._unscaled = {}
 
     def state_dict(self) -> dict:
         return {"scale": self._scale, "growth_factor": self.growth_factor,
