@@ -171,3 +171,26 @@ def test_function_answers_are_graded_on_the_graders_inputs(tmp_path):
     rows = {r.student: r for r in grade(tmp_path, timeout=30)}
     assert rows["fn_right"].passed and rows["fn_right"].points == 2, rows["fn_right"].message
     assert not rows["fn_trunc"].passed and "ordinary rounding" in rows["fn_trunc"].message
+
+
+def test_release_of_the_course_holds_no_solution(tmp_path):
+    """Releasing the committed course: no solutions folder, no pointer to one, and no
+    line of a worked solution's answer cells in the released assignment."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "notebooks"
+    assert cli.main(["course", "release", str(root), str(tmp_path / "out")]) == 0
+    out = tmp_path / "out"
+    assert not any("solutions" in p.relative_to(out).parts for p in out.rglob("*"))
+    for p in out.rglob("*.ipynb"):
+        assert "solutions/" not in p.read_text(encoding="utf-8"), p
+    sols = sorted((root / "assignments" / "solutions").glob("*.ipynb"))
+    assert sols
+    for sol in sols:
+        own = (root / "assignments" / sol.name).read_text(encoding="utf-8")
+        released = (out / "assignments" / sol.name).read_text(encoding="utf-8")
+        for c in nbformat.read(sol, as_version=4).cells:
+            if set(c.metadata.get("tags", [])) & {"answer", "wrong-answer", "solution"}:
+                lines = [json.dumps(ln.strip())[1:-1] for ln in c.source.splitlines()
+                         if len(ln.strip()) > 12 and not ln.strip().startswith("#")]
+                leaked = [ln for ln in lines if ln in released and ln not in own]
+                assert not leaked, (sol.name, leaked[:3])
