@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ._cast import refuse_unused_rng
 from ._block_formats import BlockFormat, get_block_format, is_block_format
 from ._formats import FormatLike, get_format
 from ._types import Overflow, RngLike, Values
@@ -62,6 +63,7 @@ def explain(x: Values, fmt: FormatLike | BlockFormat | None = None, rounding: st
         return explain_block(x, block, rounding=rounding)
     if fmt is None:
         raise TypeError("explain(x, fmt) needs a format (or a QuantizedTensor as x)")
+    refuse_unused_rng(rounding, rng)
     if isinstance(fmt, BlockFormat) or (isinstance(fmt, str) and is_block_format_name(fmt)):
         from .quantization import quantize
         name = get_block_format(fmt).name

@@ -30,6 +30,7 @@ LAYER_OF_PREFIX = {
     "floatfmt.exact": "core",
     "floatfmt.codec": "core",
     "floatfmt._cast": "core",
+    "floatfmt.labeled": "core",
     "floatfmt._info": "core",
     "floatfmt._block_formats": "core",
     "floatfmt.packing": "core",

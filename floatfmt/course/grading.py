@@ -296,26 +296,11 @@ def _expected(source_dir, name) -> list[str] | None:
     return [ex for _, ex in answer_cells(nbformat.read(p, as_version=4))]
 
 
-def grade_notebook(path, student, *, timeout=60, expected=None) -> list[Score]:
-    """Grade one submitted notebook (see the module docstring)."""
+def _instrument(nb, student, expected):
+    """Insert the grader's cells into ``nb``: the checker counter first, a capture cell
+    where each answer is read (after its tagged cell, else just before its first check
+    call), the call report last."""
     import nbformat
-    path = Path(path)
-    rows: list[Score] = []
-
-    def row(ex, passed, msg, pts=0.0):
-        try:
-            mx = exercise(ex).points
-        except ValueError:
-            mx = 0.0
-        rows.append(Score(student, path.name, ex, pts, mx, passed, msg))
-
-    try:
-        nb = nbformat.read(path, as_version=4)
-        nbformat.validate(nb)
-    except Exception as err:  # noqa: BLE001 - malformed: record it, grade nothing
-        for ex in expected or ["(notebook)"]:
-            row(ex, False, f"notebook could not be read: {type(err).__name__}: {err}"[:300])
-        return rows
     found = answer_cells(nb)
     tagged = {ex for _, ex in found}
     checked = [ex for c in nb.cells if c.cell_type == "code" and "check" in _tags(c)
@@ -339,7 +324,12 @@ def grade_notebook(path, student, *, timeout=60, expected=None) -> list[Score]:
     nb.cells.insert(0, nbformat.v4.new_code_cell(_COUNTER, metadata={"floatfmt_capture": "@counter"}))
     nb.cells.append(nbformat.v4.new_code_cell(_CALLS.replace("MARK", repr(_MARK)),
                                               metadata={"floatfmt_capture": "@calls"}))
-    error = _run(nb, path.parent, timeout)
+    return found, tagged, untagged, answer_source, expected
+
+
+def _records(nb):
+    """The answers, answer-function sources, checker calls and STUDENT the capture
+    cells of an executed ``nb`` printed."""
     answers: dict[str, object] = {}
     sources: dict[str, str] = {}
     calls: dict[str, int] = {}
@@ -364,6 +354,32 @@ def grade_notebook(path, student, *, timeout=60, expected=None) -> list[Score]:
                     answers[ex] = _de(val)
                 except (ValueError, TypeError, IndexError, KeyError) as err:
                     answers.setdefault(str(rec[0]) if isinstance(rec, list) and rec else "?", err)
+    return answers, sources, calls, said_student
+
+
+def grade_notebook(path, student, *, timeout=60, expected=None) -> list[Score]:
+    """Grade one submitted notebook (see the module docstring)."""
+    import nbformat
+    path = Path(path)
+    rows: list[Score] = []
+
+    def row(ex, passed, msg, pts=0.0):
+        try:
+            mx = exercise(ex).points
+        except ValueError:
+            mx = 0.0
+        rows.append(Score(student, path.name, ex, pts, mx, passed, msg))
+
+    try:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+    except Exception as err:  # noqa: BLE001 - malformed: record it, grade nothing
+        for ex in expected or ["(notebook)"]:
+            row(ex, False, f"notebook could not be read: {type(err).__name__}: {err}"[:300])
+        return rows
+    found, tagged, untagged, answer_source, expected = _instrument(nb, student, expected)
+    error = _run(nb, path.parent, timeout)
+    answers, sources, calls, said_student = _records(nb)
     own_error = {}
     for i, c in enumerate(nb.cells):  # the error of each answer cell itself, if any
         md = c.get("metadata", {})

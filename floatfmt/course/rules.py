@@ -20,6 +20,7 @@ _FLOAT_NAMES = frozenset({
     "rint", "round", "around", "floor", "ceil", "trunc", "fix", "log2", "exp2", "sqrt", "divide",
     "true_divide", "cast", "encode", "quantize", "fake_quant", "struct", "ctypes",
 })
+_FLOAT_BUILTINS = frozenset({"float", "round", "complex"})
 _FLOAT_MODULES = frozenset({"floatfmt", "ml_dtypes", "torch", "jax", "tensorflow", "struct", "ctypes", "math",
                             "decimal", "fractions"})
 _FLOAT_DTYPE_TEXT = ("float", "f2", "f4", "f8", "e", "<f", ">f", "bfloat")
@@ -28,7 +29,8 @@ _FLOAT_DTYPE_TEXT = ("float", "f2", "f4", "f8", "e", "<f", ">f", "bfloat")
 def integer_only(source: str) -> list[str]:
     """Violations of "integer operations only" in ``source``: float literals, true
     division ``/``, names of float types or float functions (``float``, ``np.float32``,
-    ``np.frexp``, ``round``, ``ff.cast``...), imports of libraries that convert to
+    ``np.frexp``, ``round``, ``ff.cast``...: a bare name counts when it is read and is
+    ``float``, ``round`` or a module below, an attribute counts by its name), imports of libraries that convert to
     floats (floatfmt, ml_dtypes, torch, math, struct...), and float dtype strings
     (``"float32"``, ``"f4"``).  Integer literals, shifts, masks, ``+ - * // %``,
     comparisons and ``np.where`` / ``np.uint32``-style integer types are allowed.
@@ -71,7 +73,8 @@ def integer_only(source: str) -> list[str]:
             add("uses true division '/' (a float result; use '//')")
         elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div):
             add("uses true division '/=' (a float result; use '//=')")
-        elif isinstance(node, ast.Name) and node.id in (_FLOAT_NAMES | _FLOAT_MODULES):
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
+                node.id in (_FLOAT_BUILTINS | _FLOAT_MODULES):
             add(f"uses {node.id!r}")
         elif isinstance(node, ast.Attribute) and node.attr in _FLOAT_NAMES:
             add(f"uses {node.attr!r}")
