@@ -110,3 +110,41 @@ def test_lesson08_question_matches_its_output():
     assert zeros[0] == 1.0 and zeros[1] > 0.5                       # step 1 loses most too
     t = _text("08_emulate_a_model.ipynb")
     assert "Why step 0 only?" not in t and "most of them at step 1" in t
+
+
+def _md_blocks(name, marker):
+    nb = json.loads((NB / name).read_text(encoding="utf-8"))
+    import re
+    out = []
+    for c in nb["cells"]:
+        if c["cell_type"] == "markdown":
+            out += [b for b in re.findall(r"```python\n(.*?)```", "".join(c["source"]), re.S) if marker in b]
+    return out
+
+
+def test_lesson05_clipping_needs_unscaled_gradients(capsys):
+    """The lesson's block runs as written: clipping before unscaling acts with threshold 1 / S."""
+    from floatfmt import course
+    (block,) = _md_blocks("05_mixed_precision_training.ipynb", "# check: clipping before unscaling")
+    exec(compile(block, "lesson05-clipping", "exec"), {"np": np, "ff": ff, "course": course})  # noqa: S102
+    out = capsys.readouterr().out
+    assert "clipped before unscaling 1.53e-05" in out  # 1 / 2**16, by hand
+
+
+def test_lesson05_per_block_scales_keep_more_small_gradients(capsys):
+    from floatfmt import course
+    (block,) = _md_blocks("05_mixed_precision_training.ipynb", "# check: per-block scales")
+    exec(compile(block, "lesson05-mx", "exec"), {"np": np, "ff": ff, "course": course})  # noqa: S102
+    # independent of floatfmt's quantize: per-tensor E4M3 through ml_dtypes loses the values below
+    # half its smallest subnormal after scaling
+    g = course.gradient_sample(4096, seed=1)
+    s = np.float32(448 / np.max(np.abs(g)))
+    ref = (g * float(s)).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) / float(s)
+    assert np.mean(ref == 0) > 0.01 and "MXFP8 E4M3" in capsys.readouterr().out
+
+
+def test_lesson05_teaches_the_chapter_topics():
+    t = _text("05_mixed_precision_training.ipynb")
+    for phrase in ("unscale_(optimizer)", "Do not call `.half()` inside an autocast region",
+                   "first and last layers", "MXFP8", "DeepSeek-V3"):
+        assert phrase in t, phrase
