@@ -98,3 +98,11 @@ def test_a_teachers_exercise_gets_a_task_line():
         assert course.task("tmp-task").endswith("double 3")
     finally:
         course.registry._REGISTRY.pop("tmp-task")
+
+
+def test_a05_states_the_rule_the_grader_enforces():
+    from floatfmt.course.rules import integer_only
+    text = " ".join(src for src, kind in _cells(ROOT / "notebooks" / "assignments" / "05_bf16_rne_bits.ipynb")
+                    if kind == "markdown")
+    assert "The rule is checked on your code" in text
+    assert course.exercise("bf16-rne-bits").rule is integer_only
