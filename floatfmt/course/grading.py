@@ -264,13 +264,20 @@ def _run(nb, cwd, timeout) -> str | None:
     """Execute ``nb`` in a fresh kernel; every cell runs even after an error.
     Returns the first error (or timeout) as text, None when clean."""
     import nbclient
-    client = nbclient.NotebookClient(nb, km=_kernel_manager(), timeout=timeout, allow_errors=True,
-                                     interrupt_on_timeout=True, resources={"metadata": {"path": str(cwd)}})
+
+    def limit(cell):  # the grader's own cells (the counter imports floatfmt) are not held to
+        return max(timeout, 120) if "floatfmt_capture" in cell.get("metadata", {}) else timeout  # the limit
+
+    client = nbclient.NotebookClient(nb, km=_kernel_manager(), timeout=timeout, timeout_func=limit,
+                                     allow_errors=True, interrupt_on_timeout=True,
+                                     resources={"metadata": {"path": str(cwd)}})
     try:
         client.execute()
     except Exception as err:  # noqa: BLE001 - timeout, dead kernel: record it and go on
         return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
     for c in nb.cells:
+        if c.get("metadata", {}).get("floatfmt_capture") == "@counter":
+            continue  # the grader's counter: its error is not the student's
         e = _cell_error(c, timeout)
         if e:
             return e
