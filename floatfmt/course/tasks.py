@@ -13,7 +13,7 @@ import math
 import textwrap
 from typing import Callable
 
-from .._formats import get_format
+from ..core.formats import get_format
 from .registry import exercise
 
 __all__ = ["task", "TASKS"]
