@@ -107,18 +107,49 @@ def _resolve(full: str):
     return getattr(importlib.import_module(mod), attr)
 
 
-def copy_notebooks(root: Path, dest: Path) -> list[Path]:
-    """The committed notebooks (lessons, assignments, solutions), copied unchanged."""
+SOLUTIONS_ENV = "FLOATFMT_DOCS_SOLUTIONS"
+
+
+def teacher_build() -> bool:
+    """True when the environment variable ``FLOATFMT_DOCS_SOLUTIONS`` is ``1``: a teacher's
+    private build of the site, with the worked solutions.  The public site never has them."""
+    import os
+    return os.environ.get(SOLUTIONS_ENV, "").strip() == "1"
+
+
+def copy_notebooks(root: Path, dest: Path, *, solutions: bool = False) -> list[Path]:
+    """The committed notebooks (lessons, assignments), copied unchanged.  Notebooks under a
+    ``solutions`` folder are copied only when ``solutions`` is true (a teacher build); copies
+    left by an earlier teacher build are removed otherwise."""
     src = root / "notebooks"
     out = []
+    if not solutions:
+        for old in sorted(dest.rglob("solutions"), reverse=True) if dest.exists() else []:
+            if old.is_dir():
+                shutil.rmtree(old)
     for nb in sorted(src.rglob("*.ipynb")):
         if ".ipynb_checkpoints" in nb.parts:
+            continue
+        if "solutions" in nb.relative_to(src).parts and not solutions:
             continue
         target = dest / nb.relative_to(src)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(nb, target)
         out.append(target)
     return out
+
+
+SOLUTIONS_TOC = """```{toctree}
+:maxdepth: 1
+:caption: Worked solutions (teacher build)
+:glob:
+
+/generated/notebooks/assignments/solutions/*
+```
+"""
+NO_SOLUTIONS = ("The worked solutions are not on this site: they solve every student's version. "
+                "Teachers find them in the repository (`notebooks/assignments/solutions/`) and can "
+                "build a private copy of the site with them (see the course page).\n")
 
 
 def _write(path: Path, text: str):
@@ -132,6 +163,8 @@ def write_generated(out: Path, root: Path):
     _write(out / "format_table.md", format_table())
     _write(out / "tensorcore_table.md", tensorcore_table())
     _write(out / "api.md", api_page())
-    copy_notebooks(root, out / "notebooks")
+    sol = teacher_build()
+    copy_notebooks(root, out / "notebooks", solutions=sol)
+    _write(out / "solutions_toc.md", SOLUTIONS_TOC if sol else NO_SOLUTIONS)
     (out / "extra").mkdir(parents=True, exist_ok=True)
     write_explorer(out / "extra" / "floatfmt-explorer.html")

@@ -110,9 +110,15 @@ def test_bf16_rne_bits():
     no_tie = lambda b: ((b.astype(np.uint64) + 0x8000) >> 16).astype(np.uint16)  # noqa: E731
     _bad("bf16-rne-bits", no_tie)
     nan_kept = lambda b: np.where(  # noqa: E731
-        np.isnan(b.view(np.float32)), (b >> 16) | 0x40,
+        ((b >> 23) & 0xFF == 0xFF) & (b & 0x7FFFFF != 0), (b >> 16) | 0x40,
         (b.astype(np.uint64) + 0x8000) >> 16).astype(np.uint16)
     assert "ties" in _bad("bf16-rne-bits", nan_kept).message
+    # "integer operations only": a conversion through float32 / ml_dtypes is refused even
+    # though its codes are right
+    by_ml_dtypes = lambda b: b.view(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)  # noqa: E731
+    assert (by_ml_dtypes(bits) == ref).all()
+    m = _bad("bf16-rne-bits", by_ml_dtypes).message
+    assert "rule" in m and "ml_dtypes" in m and "float32" in m
     assert "function" in _bad("bf16-rne-bits", 0x3F80).message
 
 

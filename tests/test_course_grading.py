@@ -122,10 +122,14 @@ def test_cli_grade_writes_csv_and_json(tmp_path, capsys):
     for name in ("scores.csv", "scores.json"):
         assert cli.main(["course", "grade", str(subs), "--out", str(tmp_path / name), "--timeout", "20"]) == 0
     rows = list(csv.DictReader((tmp_path / "scores.csv").open()))
-    assert [(r["exercise"], r["points"], r["passed"]) for r in rows] == \
-        [("fp16-overflow-threshold", "1.0", "True"), ("bf16-consecutive-integers", "0.0", "False")]
+    assert [(r["exercise"], r["points"], r["passed"], r["percent"]) for r in rows] == \
+        [("fp16-overflow-threshold", "1.0", "True", "100.0"), ("bf16-consecutive-integers", "0.0", "False", "0.0"),
+         ("(total)", "1.0", "", "50.0")]
+    assert rows[-1]["student"] == "s1" and rows[-1]["max_points"] == "2.0"
     js = json.loads((tmp_path / "scores.json").read_text())
-    assert [r["points"] for r in js] == [1.0, 0.0] and "s1: 1 / 2" in capsys.readouterr().out
+    assert [r["points"] for r in js["rows"]] == [1.0, 0.0]
+    assert js["totals"] == [{"student": "s1", "points": 1.0, "max_points": 2.0, "percent": 50.0}]
+    assert "s1: 1 / 2 (50%)" in capsys.readouterr().out
 
 
 def test_release_drops_solutions_and_answer_keys(tmp_path):
@@ -171,3 +175,100 @@ def test_function_answers_are_graded_on_the_graders_inputs(tmp_path):
     rows = {r.student: r for r in grade(tmp_path, timeout=30)}
     assert rows["fn_right"].passed and rows["fn_right"].points == 2, rows["fn_right"].message
     assert not rows["fn_trunc"].passed and "ordinary rounding" in rows["fn_trunc"].message
+
+
+def test_release_of_the_course_holds_no_solution(tmp_path):
+    """Releasing the committed course: no solutions folder, no pointer to one, and no
+    line of a worked solution's answer cells in the released assignment."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "notebooks"
+    assert cli.main(["course", "release", str(root), str(tmp_path / "out")]) == 0
+    out = tmp_path / "out"
+    assert not any("solutions" in p.relative_to(out).parts for p in out.rglob("*"))
+    for p in out.rglob("*.ipynb"):
+        assert "solutions/" not in p.read_text(encoding="utf-8"), p
+    sols = sorted((root / "assignments" / "solutions").glob("*.ipynb"))
+    assert sols
+    for sol in sols:
+        own = (root / "assignments" / sol.name).read_text(encoding="utf-8")
+        released = (out / "assignments" / sol.name).read_text(encoding="utf-8")
+        for c in nbformat.read(sol, as_version=4).cells:
+            if set(c.metadata.get("tags", [])) & {"answer", "wrong-answer", "solution"}:
+                lines = [json.dumps(ln.strip())[1:-1] for ln in c.source.splitlines()
+                         if len(ln.strip()) > 12 and not ln.strip().startswith("#")]
+                leaked = [ln for ln in lines if ln in released and ln not in own]
+                assert not leaked, (sol.name, leaked[:3])
+
+
+def test_grader_habits_and_gaming(tmp_path, capfd):
+    """One graded class: an answer in a new untagged cell (the tagged one deleted), a
+    notebook whose STUDENT is not its folder, a brute force over the checker, and an
+    A05 answer that converts with ml_dtypes.  Right answers from ml_dtypes / Fraction."""
+    c = nbformat.v4.new_code_cell
+    o = "fp16-overflow-threshold"
+    subs = tmp_path / "subs"
+
+    def put(student, cells):
+        (subs / student).mkdir(parents=True)
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), subs / student / "hw.ipynb")
+
+    right = overflow_answer(variant(o, "untagged")["fmt"])
+    put("untagged", [c("from floatfmt.course import check\nSTUDENT = 'untagged'"),
+                     c(f"answer = {right}"),                                   # no tag
+                     c(f'check("{o}", answer, student=STUDENT)', metadata={"tags": ["check"]})])
+    other = next(s for s in (f"x{i}" for i in range(50))
+                 if overflow_answer(variant(o, s)["fmt"]) != overflow_answer(variant(o, "me")["fmt"]))
+    put("me", [c(f"from floatfmt.course import check\nSTUDENT = {other!r}"),
+               c(f"answer = {overflow_answer(variant(o, other)['fmt'])}", metadata={"tags": ["answer"]}),
+               c(f'check("{o}", answer, student=STUDENT)', metadata={"tags": ["check"]})])
+    put("brute", [c("import floatfmt as ff\nfrom floatfmt import course\nSTUDENT = 'brute'\n"
+                    f"fmt = course.variant('{o}', STUDENT)['fmt']\n"
+                    "top = int(ff.info(fmt).max)\n"
+                    f"answer = next(n for n in range(top, 2 * top) if course.check('{o}', n, student=STUDENT, "
+                    "quiet=True))", metadata={"tags": ["answer"]}),
+                  c(f'course.check("{o}", answer, student=STUDENT)', metadata={"tags": ["check"]})])
+    put("mldtypes", [c("import numpy as np, ml_dtypes\n"
+                       "def answer(bits):\n"
+                       "    return np.asarray(bits, np.uint32).view(np.float32).astype(ml_dtypes.bfloat16)"
+                       ".view(np.uint16)", metadata={"tags": ["answer"]}),
+                     c('from floatfmt.course import check\ncheck("bf16-rne-bits", answer)',
+                       metadata={"tags": ["check"]})])
+    capfd.readouterr()
+    rows = {r.student: r for r in grade(subs, timeout=60)}
+    err = capfd.readouterr().err
+    assert "IPKernelApp" not in err, err[:500]
+
+    u = rows["untagged"]
+    assert u.passed and u.points == 1 and "no cell tagged 'answer'" in u.message, u.message
+    me = rows["me"]
+    assert not me.passed and f"STUDENT = {other!r}" in me.message and "'me'" in me.message, me.message
+    b = rows["brute"]
+    fmt = variant(o, "brute")["fmt"]
+    tries = overflow_answer(fmt) - int(float(ml_dtypes.finfo(DT[fmt]).max) if fmt in DT else 0) + 1 + 1
+    assert b.passed and b.checker_calls == tries, (b.checker_calls, tries)
+    assert u.checker_calls == 1 and me.checker_calls == 1
+    m = rows["mldtypes"]
+    assert not m.passed and m.points == 0 and "rule" in m.message and "ml_dtypes" in m.message, m.message
+    out = tmp_path / "s.csv"
+    from floatfmt.course.grading import write_scores
+    write_scores(list(rows.values()), out)
+    tot = {r["student"]: r for r in csv.DictReader(out.open()) if r["exercise"] == "(total)"}
+    assert tot["untagged"]["percent"] == "100.0" and tot["brute"]["checker_calls"] == str(tries)
+
+
+def test_integer_only_rule():
+    from floatfmt.course.rules import integer_only
+    ok = ("import numpy as np\n"
+          "def f(bits):\n"
+          "    b = np.asarray(bits, dtype=np.uint64)\n"
+          "    return np.where((b >> 23) & 0xFF == 0xFF, b >> 16, (b + 0x7FFF + ((b >> 16) & 1)) >> 16)"
+          ".astype(np.uint16)\n")
+    assert integer_only(ok) == []
+    for bad, why in [("import floatfmt as ff\nf = lambda b: ff.encode(b, 'bf16')", "floatfmt"),
+                     ("f = lambda b: (b.view('f4') * 1.0)", "float"),
+                     ("import numpy as np\nf = lambda b: np.frexp(b)", "frexp"),
+                     ("f = lambda b: b / 65536", "division"),
+                     ("import struct", "struct"),
+                     ("f = lambda b: round(b)", "round")]:
+        found = integer_only(bad)
+        assert found and any(why in v for v in found), (bad, found)

@@ -23,7 +23,7 @@ def raised(fn):
 
 
 @pytest.mark.parametrize("bad, close", [("bf61", "bf16"), ("fp8_e4m4", "fp8_e4m3"),
-                                        ("flaot16", "float16"), ("e4m3fnu", "e4m3fn"),
+                                        ("flaot16", "fp16"), ("e4m3fnu", "fp8_e4m3"),  # aliases suggested as their listed name
                                         ("int9", "int8")])
 def test_unknown_format_lists_valid_names_and_closest(bad, close):
     err = raised(lambda: ff.cast(1.0, bad))
@@ -157,3 +157,68 @@ def test_unknown_flag_names_list_valid_ones():
         pass
     err = raised(lambda: fl.count("inexakt"))
     assert isinstance(err, ValueError) and "'inexact'" in str(err)
+
+
+# ---------------------------------------------------------------- issue 27 item 9: small API edges
+def test_fp8_suggests_the_fp8_formats_and_only_listed_names():
+    import floatfmt as ff
+    with pytest.raises(ValueError) as e:
+        ff.get_format("fp8")
+    msg = str(e.value)
+    hint = msg.split("Did you mean ")[1].split("?")[0]
+    named = [h.strip(" '") for h in hint.split(",")]
+    assert named and all(n.startswith("fp8_") for n in named), msg
+    listed = msg.split("Valid formats: ")[1].split(" (or")[0].split(", ")
+    for bad in ("fp8", "fp8_e4m3f", "bf61", "float6", "e4m3fnz", "binary3", "half_", "fp16_"):
+        with pytest.raises(ValueError) as e:
+            ff.get_format(bad)
+        m = str(e.value)
+        if "Did you mean " in m:
+            hint = [h.strip(" '") for h in m.split("Did you mean ")[1].split("?")[0].split(",")]
+            assert set(hint) <= set(listed), (bad, hint)
+
+
+def test_rng_without_stochastic_rounding_is_refused():
+    import floatfmt as ff
+    assert ff.cast(0.1, "bf16", "stochastic", rng=1) in (0.099609375, 0.10009765625)
+    for call in (lambda: ff.cast(0.1, "bf16", rng=1), lambda: ff.cast([0.1], "bf16", "rtz", rng=1),
+                 lambda: ff.explain(0.1, "bf16", rng=np.random.default_rng(0))):
+        with pytest.raises(ValueError, match="stochastic"):
+            call()
+
+
+class _FakeSeries:
+    """Duck-typed like pandas.Series (pandas is not a dependency of floatfmt)."""
+
+    def __init__(self, values, index=None, name=None):
+        self._v = np.asarray(values)
+        self.index = list(range(len(self._v))) if index is None else index
+        self.name = name
+
+    def to_numpy(self):
+        return self._v
+
+    def __len__(self):
+        return len(self._v)
+
+
+_FakeSeries.__module__ = "pandas.core.series"
+
+
+def test_pandas_series_keeps_its_index_and_explain_says_one_value():
+    import floatfmt as ff
+    s = _FakeSeries([0.1, 70000.0, 1.0], index=["a", "b", "c"], name="w")
+    r = ff.cast(s, "fp16")
+    assert type(r) is _FakeSeries and r.index == ["a", "b", "c"] and r.name == "w"
+    assert r.to_numpy().tolist() == [float(np.float16(0.1)), np.inf, 1.0]
+    with pytest.raises(TypeError, match="pandas _FakeSeries of 3 values.*iloc"):
+        ff.explain(s, "fp16")
+
+
+def test_real_pandas_series_when_installed():
+    pd = pytest.importorskip("pandas")  # the fake-object test above proves the rule without pandas
+    import floatfmt as ff
+    s = pd.Series([0.1, 2.0], index=[10, 20], name="x", dtype="float32")
+    r = ff.cast(s, "bf16")
+    assert isinstance(r, pd.Series) and list(r.index) == [10, 20] and r.name == "x"
+    assert r.dtype == np.float32

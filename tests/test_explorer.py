@@ -168,6 +168,7 @@ def _type(driver, el_id, text):
 def test_clicking_a_bit_shows_floatfmts_decode(page, name, bits_to_click):
     f = ff.get_format(name)
     _select(page, "bits-format", name)
+    _type(page, "code-hex", "0x0\n")  # switching formats keeps the value; start from code 0
     code = int(page.find_element("id", "code-hex").get_attribute("value"), 16)
     assert code == 0
     for bit in bits_to_click:
@@ -221,6 +222,21 @@ TRICKY = ["0.1", "1.00390625", "1.003906250000000000000001", "1.0039062499999999
           "3.4028235677973366e38", "1e39", "-0", "nan", "-inf", "1e-500", "-1e-9999", "300", "-129.5", "7.75", "0x1.8p-1"]
 
 
+def _same_to_digits(visible, value, f):
+    """A long value is shown in scientific notation with ceil(p log10 2) + 1 significant
+    digits for p significant bits (cut, not rounded: enough to tell neighbours apart), never
+    with an ellipsis (issue 27)."""
+    if "\u2026" in visible or "e" not in visible:
+        return False
+    import math
+    digits = min(17, math.ceil((f.mbits + 1) * math.log10(2)) + 1) if f.kind == "float" else 17
+    v, shown = Fraction(value), Fraction(Decimal(visible))
+    if v == 0 or (v < 0) != (shown < 0) or len(visible.split("e")[0].lstrip("-").replace(".", "")) != digits:
+        return False
+    exp = int(visible.split("e")[1])
+    return 0 <= abs(v) - abs(shown) < Fraction(10) ** (exp - digits + 1)
+
+
 @pytest.mark.parametrize("policy", ["default", "saturate", "inf", "nan", "wrap"])
 def test_typed_numbers_show_floatfmts_values(page, policy):
     _select(page, "num-overflow", policy)
@@ -244,7 +260,7 @@ def test_typed_numbers_show_floatfmts_values(page, policy):
                 continue
             want = ff.cast(s, f, rounding=mode, overflow=pol)
             assert value == _exact_text(want), (s, name, mode, policy)
-            assert visible == value or (visible.endswith("\u2026") and value.startswith(visible[:-1]))
+            assert visible == value or _same_to_digits(visible, value, f), (visible, value)
             if np.isnan(want) and not f.has_nan:
                 assert code == "none"
             else:
@@ -411,3 +427,102 @@ def test_cli_explore_writes_a_self_contained_page(tmp_path, capsys, monkeypatch)
     assert json.loads(html.split('id="ffx-data">')[1].split("</script>")[0]) == json.loads(json.dumps(DATA))
     assert cli.main(["explore", "--out", str(tmp_path / "dir"), "--no-open"]) == 0
     assert (tmp_path / "dir" / "explorer.html").exists() and len(opened) == 1
+
+
+# ------------------------------------------------------------------ issue 27: phone and desktop
+def test_switching_the_format_keeps_the_value(page):
+    _select(page, "bits-format", "bf16")
+    _type(page, "code-hex", "0x3dcd\n")                    # bf16's 0.1
+    v = ff.decode(0x3DCD, "bf16")
+    for name in ("fp16", "fp8_e4m3", "fp32", "int8"):
+        _select(page, "bits-format", name)
+        code = int(page.find_element("id", "code-hex").get_attribute("value"), 16)
+        assert code == ff.encode(v, name), name                # v rounded into the new format
+        v = ff.decode(code, name)
+
+
+def test_a_bad_code_says_why(page):
+    _select(page, "bits-format", "fp8_e4m3")
+    _type(page, "code-hex", "0x1ff\n")
+    msg = page.find_element("id", "bits-error").text
+    assert page.find_element("id", "code-hex").get_attribute("aria-invalid") == "true"
+    assert "not a fp8_e4m3 code" in msg and "0xff" in msg
+    _type(page, "code-hex", "0x38\n")
+    assert page.find_element("id", "bits-error").text == ""
+
+
+def test_bits_have_field_captions_and_weights(page):
+    _select(page, "bits-format", "fp16")
+    caps = [c.text for c in page.find_elements("css selector", "#bits .bitcol .cap") if c.text.strip()]
+    assert caps == ["sign", "exponent (5)", "mantissa (10)"]
+    w = [c.text for c in page.find_elements("css selector", "#bits .bitcol .w")]
+    assert w == ["\u00b1", "16", "8", "4", "2", "1"] + [f"2^-{j}" for j in range(1, 11)]
+
+
+def test_url_holds_the_value_to_share(page, tmp_path):
+    _select(page, "bits-format", "fp16")
+    _type(page, "code-hex", "0x3c01\n")
+    h = page.execute_script("return location.hash")
+    assert "fmt=fp16" in h and "code=0x3c01" in h
+    url = page.current_url.split("#")[0] + "#fmt=fp8_e5m2&code=0x3c&x=1e-3"
+    page.get(url)
+    page.refresh()
+    _wait_ready(page)
+    assert page.find_element("id", "bits-format").get_attribute("value") == "fp8_e5m2"
+    assert page.find_element("id", "bits-value").text == _exact_text(ff.decode(0x3C, "fp8_e5m2"))
+    assert page.find_element("id", "num-input").get_attribute("value") == "1e-3"
+
+
+def test_long_values_are_not_cut_with_an_ellipsis(page):
+    _select(page, "num-overflow", "default")
+    _type(page, "num-input", "1.1920928955078125e-7")
+    texts = page.execute_script("return Array.from(document.querySelectorAll('#round-table .val, #mx-table td'))"
+                                ".map(e => e.textContent)")
+    assert texts and not any("\u2026" in t for t in texts)
+
+
+_LAYOUT_JS = r"""
+const box = e => e.getBoundingClientRect();
+const overlap = (a, b) => !(a.right <= b.left || b.right <= a.left || a.bottom <= b.top || b.bottom <= a.top);
+const split = [];  // words drawn on more than one line
+for (const el of document.querySelectorAll('.facts td, .grid th, .lede, .controls label')) {
+  const w = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let n = w.nextNode(); n; n = w.nextNode()) {
+    for (const m of n.textContent.matchAll(/[A-Za-z]{4,}/g)) {
+      const r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+      const tops = new Set(Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => Math.round(x.top)));
+      if (tops.size > 1) split.push(m[0]);
+    }
+  }
+}
+const sc = document.querySelector('#round-table').parentElement;
+const title = document.createRange(); title.selectNodeContents(document.querySelector('h1'));
+return {overlap: overlap(title.getBoundingClientRect(), box(document.querySelector('.theme'))),
+        split, roundScroll: sc.scrollWidth - sc.clientWidth, width: window.innerWidth};
+"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_layout_at_desktop_and_phone_width(page, width):
+    page.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                         {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600})
+    try:
+        _select(page, "theme", "light")
+        _select(page, "bits-format", "bf16")
+        _type(page, "code-hex", "0x3dcd\n")
+        _type(page, "num-input", "0.1")
+        _select(page, "mx-format", "mxfp4_e2m1")
+        _type(page, "mx-input", "7.0 0.2 -2.6 0.5 1 1.25 -0.3 3.3 0.01 -6.5")
+        r = page.execute_script(_LAYOUT_JS)
+        assert r["width"] == width
+        page.execute_script("window.scrollTo(0, 0)")
+        page.save_screenshot(str(artefact_dir() / f"explorer-{width}px.png"))
+        full = int(page.execute_script("return document.documentElement.scrollHeight"))
+        page.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                             {"width": width, "height": min(full, 6000), "deviceScaleFactor": 1, "mobile": width < 600})
+        page.save_screenshot(str(artefact_dir() / f"explorer-{width}px-full.png"))
+        assert not r["overlap"], "the title overlaps the colour selector"
+        assert r["split"] == [], f"words broken across lines: {r['split']}"
+        assert r["roundScroll"] <= 1, "the rounding table needs a sideways scroll"
+    finally:
+        page.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})

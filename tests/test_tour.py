@@ -96,3 +96,19 @@ def test_tour_figures_flag(tmp_path, capsys):
     assert cli.main(["tour", "--figures", "--out", str(tmp_path)]) == 0
     assert "Wrote 7 figures" in capsys.readouterr().out
     assert len(list(tmp_path.glob("*.png"))) == 7
+
+
+def test_section_6_prints_no_exception_name_as_a_table_cell():
+    """issue 27: the E4M3 edge table showed 'ValueError' in an 'inf' column; the refusal is
+    said in a sentence, and the table's cells are values (ml_dtypes: E4M3FN saturates to 448
+    only when asked, 480 is NaN by default)."""
+    buf = io.StringIO()
+    run_tour(file=buf)
+    text = buf.getvalue()
+    sec = text[text.index("6. fp8_e4m3"):text.index("7. ")]
+    assert "ValueError" not in sec and "overflow='inf' is refused" in sec
+    rows = {int(line.split()[0]): line.split()[1:] for line in sec.splitlines()
+            if line.strip()[:3] in ("448", "464", "480") and len(line.split()) == 3}
+    dflt = {x: float(np.float32(x).astype(ml_dtypes.float8_e4m3fn)) for x in (448, 464)}
+    assert rows[448] == [repr(dflt[448]), "448.0"] and rows[464] == [repr(dflt[464]), "448.0"]
+    assert rows[480][0] == "nan" and rows[480][1] == "448.0"

@@ -131,8 +131,9 @@ class DeviceCall:
             if isinstance(x, int) and abs(x) > 2 ** 53:
                 raise self.no("a Python int past 2**53 beside tensors")
             x = t.tensor(float(x), dtype=t.float64, device=self.device)
-        v = cast(x, fmt, ctx.rounding, ctx.overflow, ctx.ftz, False, rng=self.generator,
-                 sr_bits=self.sr_bits, dtype=t.float64).detach()
+        sr = resolve_mode(ctx.rounding) in STOCHASTIC  # cast refuses a generator it would ignore
+        v = cast(x, fmt, ctx.rounding, ctx.overflow, ctx.ftz, False, rng=self.generator if sr else None,
+                 sr_bits=self.sr_bits if sr else None, dtype=t.float64).detach()
         if ctx.daz and fmt.kind == "float" and fmt.subnormals:
             tiny = (v.abs() < fmt.smallest_normal) & (v != 0)
             v = t.where(tiny, t.copysign(t.zeros_like(v), v), v)

@@ -9,6 +9,7 @@ import numpy as np
 from ..backend.namespace import NUMPY, is_tensor, namespace
 from ..backend.dispatch import check_tensors, compiling, run_eager
 from .intake import Exact, holds, to_exact
+from .labeled import is_labeled, relabel, values_of
 from .formats import FormatLike, get_format
 from .types import Overflow, RngLike, Values
 from .decision import Decision, decide
@@ -124,7 +125,17 @@ def rounding_decision(x, fmt, rounding="nearest_even", overflow=None, ftz=False,
                   sr_bits=sr_bits, sticky=sticky, resid=resid, stored=stored)
 
 
-# size: the docstring states the whole rule (two thirds of the lines); the body is three paths
+def refuse_unused_rng(rounding, rng, sr_random=None) -> None:
+    """ValueError when ``rng`` or ``sr_random`` is given with a rounding that is not
+    stochastic (it would be silently ignored)."""
+    if (rng is not None or sr_random is not None) and resolve_mode(rounding) not in STOCHASTIC:
+        what = "rng" if rng is not None else "sr_random"
+        raise ValueError(f"{what}= drives stochastic rounding only, and rounding={rounding!r} would ignore "
+                         f"it: pass rounding='stochastic' (or one of "
+                         f"{', '.join(repr(m) for m in STOCHASTIC[1:])}), or leave {what}= out")
+
+
+# size: the docstring states the whole casting rule (inputs, modes, dtypes, torch, specials)
 def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
          ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None,
          dtype: Any = None, ste: str | None = None, sr_random: Any = None) -> Values:
@@ -145,11 +156,14 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     flushes subnormal results to signed zero; ``daz`` zeroes inputs subnormal in
     their own format.  ``rng`` and ``sr_bits`` drive the stochastic modes (per
     block, the same on any number of threads: ``floatfmt.core.threads``); ``sr_random``
-    gives their N-bit random integers instead (``rounding.round_values``).
+    gives their N-bit random integers instead (``rounding.round_values``).  Any of
+    ``rng`` / ``sr_random`` with a rounding that is not stochastic is a ValueError
+    (it would be ignored; ``sr_bits`` likewise).
 
     Scalars give a Python float; arrays keep their shape, in the input's float
     dtype when it holds every value of ``fmt`` exactly, else float64
-    (``dtype=`` overrides).
+    (``dtype=`` overrides).  A pandas Series / DataFrame gives the same kind of
+    object with the same index (name, columns); pandas is not a dependency.
 
     torch tensors (``import floatfmt`` itself never imports torch): the result
     is a tensor on the input's device, computed there with torch ops by the
@@ -193,6 +207,10 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
         return run_eager(cast, x, fmt, rounding, overflow, ftz, daz, rng, sr_bits=sr_bits,
                          dtype=dtype, ste=ste, sr_random=sr_random)
     fmt = get_format(fmt)
+    refuse_unused_rng(rounding, rng, sr_random)
+    if is_labeled(x):  # a pandas Series / DataFrame: same values rule, labels kept
+        return relabel(x, cast(values_of(x), fmt, rounding, overflow, ftz, daz, rng, sr_bits=sr_bits,
+                               dtype=dtype, ste=ste, sr_random=sr_random))
     if is_tensor(x):
         ex = tensor_exact(x)
         r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits, sr_random)

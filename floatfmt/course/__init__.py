@@ -23,10 +23,11 @@ A teacher defines a new exercise with :class:`Exercise` and :func:`register`
 from __future__ import annotations
 
 __all__ = ["check", "exercises", "exercise", "variant", "register", "Exercise", "Wrong",
-           "CheckResult", "gradient_sample", "activation_sample", "grad_max_per_step", "mx_block",
+           "CheckResult", "task", "gradient_sample", "activation_sample", "grad_max_per_step", "mx_block",
            "probe_vectors", "sr_values", "zp_data", "mx_outlier_block", "amax_history", "layer_data"]
 
 from .registry import CheckResult, Exercise, Wrong, check, exercise, exercises, register, variant
 # importing _builtin and _more registers the built-in exercises (assignments 1-11, 12-17)
 from ._builtin import activation_sample, grad_max_per_step, gradient_sample, mx_block
 from ._more import amax_history, layer_data, mx_outlier_block, probe_vectors, sr_values, zp_data
+from .tasks import task

@@ -18,6 +18,7 @@ from ..core.intake import parse_string, floor_log2, to_fraction
 from ..teach.numtext import pow2_text as _pow2_or_none
 from ..core.formats import get_format, hex_code
 from .registry import Exercise, Wrong, register
+from .rules import integer_only
 
 _Wrong = Wrong
 
@@ -559,7 +560,7 @@ for _ex in [
              {"fmt": ("fp16",)}, ("Too small: underflow; too large: overflow.",)),
     Exercise("bf16-rne-bits", _ex_rne_bits, "float32 -> bf16 with integer operations", 2.0, {}, _seed, {},
              ("Add 0x7FFF plus the lowest kept bit, then shift; NaN first.",),
-             probe=lambda p: rne_inputs(p.get("n", 100_000), p.get("seed", 11))),
+             probe=lambda p: rne_inputs(p.get("n", 100_000), p.get("seed", 11)), rule=integer_only),
     Exercise("e4m3-code", _ex_e4m3_code, "FP8 codes by hand", 1.0, {"fmt": "fp8_e4m3"}, _e4m3_values,
              {"fmt": ("fp8_e4m3",)}, ("Bias 7; E4M3 has no Inf: past 464 it is NaN.",)),
     Exercise("master-weights", _ex_master_weights, "updates in fp16 vs fp32", 1.0, {}, _master_variant, {},

@@ -243,7 +243,7 @@ for _ex in [
                           "algo": ("max", "most_recent")[int(rng.integers(2))]},
              {"algo": ("max", "most_recent"), "fmt": ("fp8_e4m3", "fp8_e5m2")},
              ("The scale in force comes from earlier steps.",)),
-    Exercise("emulate-layer", _ex_emulate_layer, "emulate a bf16 layer bit for bit", 2.0, {},
+    Exercise("emulate-layer", _ex_emulate_layer, "emulate a low-precision layer bit for bit", 2.0, {},
              lambda rng: {"seed": int(rng.integers(1, 10 ** 6)), "fmt": ("bf16", "fp16")[int(rng.integers(2))]},
              {"fmt": ("bf16", "fp16"), "model": (None, "a100", "h100")},
              ("Round inputs first; accumulate in fp32.",)),

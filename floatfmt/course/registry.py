@@ -54,6 +54,11 @@ class Exercise:
     exercise whose answer is a function, ``probe(params)`` returns the array of
     inputs the checker calls it on: the grader evaluates the function on them
     in the student's kernel and checks the recorded outputs in its own process.
+    ``task(params)`` returns the question written for those parameters (shown by
+    ``floatfmt.course.task``).  ``rule(source)`` lists the ways an answer's code
+    breaks a stated rule (for example ``floatfmt.course.rules.integer_only``):
+    ``check`` applies it to a function answer's source, the grader to the
+    submitted answer cell as well.
     """
 
     id: str
@@ -65,6 +70,8 @@ class Exercise:
     allowed: dict = field(default_factory=dict)
     hints: tuple = ()
     probe: Callable[[dict], Any] | None = None
+    task: Callable[[dict], str] | None = None
+    rule: Callable[[str], list] | None = None
 
     def params_for(self, student=None, **overrides) -> dict:
         """The parameters of ``student``'s version (the defaults when None), with overrides."""
@@ -128,6 +135,16 @@ def _is_missing(answer) -> bool:
     return answer is None or answer is Ellipsis
 
 
+def _broken_rule(ex, fn) -> str:
+    import inspect
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return ""  # no source to read (a builtin, a recorded answer): the grader checks the cell
+    import textwrap
+    return "; ".join(ex.rule(textwrap.dedent(src)))
+
+
 def check(exercise_id: str, answer, *, student=None, quiet: bool = False, **params) -> CheckResult:
     """Check ``answer`` for the exercise ``exercise_id``; print and return the result.
 
@@ -135,13 +152,17 @@ def check(exercise_id: str, answer, *, student=None, quiet: bool = False, **para
     override single parameters (for example ``fmt="bf16"``), and a value the
     checker is not right for is refused with a ValueError.  The right answer is
     always recomputed with floatfmt.  ``answer=None`` (or ``...``) reports that
-    there is no answer yet, as a failed check.
+    there is no answer yet, as a failed check.  A function answer to an exercise
+    with a ``rule`` fails when its source breaks the rule.
     """
     ex = exercise(exercise_id)
     p = ex.params_for(student, **params)
     if _is_missing(answer):
         res = CheckResult(False, exercise_id, f"NO ANSWER [{exercise_id}]: set `answer` in the cell above "
                                               "and run this cell again.")
+    elif ex.rule is not None and callable(answer) and (broken := _broken_rule(ex, answer)):
+        res = CheckResult(False, exercise_id, f"FAIL [{exercise_id}] the answer breaks the exercise's rule: "
+                                              f"{broken}. Try again.")
     else:
         try:
             res = CheckResult(True, exercise_id, f"PASS [{exercise_id}] {ex.checker(answer, **p)}", ex.points)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.cast import refuse_unused_rng
 from ...core.block_formats import BlockFormat, get_block_format, is_block_format
 from ...core.formats import FormatLike, get_format
 from ...core.types import Overflow, RngLike, Values
@@ -62,6 +63,7 @@ def explain(x: Values, fmt: FormatLike | BlockFormat | None = None, rounding: st
         return explain_block(x, block, rounding=rounding)
     if fmt is None:
         raise TypeError("explain(x, fmt) needs a format (or a QuantizedTensor as x)")
+    refuse_unused_rng(rounding, rng)
     if isinstance(fmt, BlockFormat) or (isinstance(fmt, str) and is_block_format_name(fmt)):
         from ...scaling.quantize import quantize
         name = get_block_format(fmt).name

@@ -27,6 +27,7 @@ from fractions import Fraction
 import numpy as np
 
 from ...core.cast import rounding_decision
+from ...core.labeled import is_labeled, not_one_value
 from ...core.codec import values_to_codes
 from ...core.intake import parse_string, floor_log2, to_exact
 from ...core.formats import get_format, hex_code
@@ -54,9 +55,8 @@ def exact_or_special(x):
         return (Fraction(x), None) if x.is_finite() else (None, float(x))
     if isinstance(x, float):
         return (Fraction(x), None) if math.isfinite(x) else (None, x)
-    ex = to_exact(x)
-    if not ex.scalar:
-        raise TypeError("expected a scalar")
+    if is_labeled(x) or not (ex := to_exact(x)).scalar:
+        raise not_one_value(x, None if is_labeled(x) else ex)
     v = float(ex.values)
     if not math.isfinite(v):
         return None, v

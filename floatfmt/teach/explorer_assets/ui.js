@@ -17,6 +17,16 @@
   const hex = (code, f) => code === null ? "none" : "0x" + code.toString(16).padStart(Math.ceil(f.bits / 4), "0");
   const bin = (code, width) => code.toString(2).padStart(width, "0");
   const short = (s, n = 16) => s.length <= n ? s : s.slice(0, n - 1) + "\u2026";
+  // a value for a table cell: in full when it is short, else in scientific notation with the
+  // digits that tell the format's neighbours apart, ceil(p log10 2) + 1 for p significant bits
+  // (never cut with an ellipsis); the full value is in the cell's title and its detail
+  const digitsOf = f => Math.min(17, Math.ceil(((f.mbits || 0) + 1) * Math.log10(2)) + 1);
+  const compact = (r, f, n = 16) => {
+    const full = FFX.text(r);
+    if (full.length <= n || r.nan || r.inf) return full;
+    const R = FFX.fromDyadic(r);
+    return FFX.sci(R.neg, R.n, R.d, f.kind === "int" ? 17 : digitsOf(f));
+  };
   const pow2text = k => `2^${k}`;
 
   function fieldsOf(code, f) {  // [[name, bits string]] high to low
@@ -59,10 +69,13 @@
       const pos = f.bits - 1 - i;
       const field = f.kind === "int" ? "integer" : pos < s ? "sign" : pos < s + f.ebits ? "exponent" : "mantissa";
       const gap = f.kind === "float" && (pos === s || pos === s + f.ebits) && pos > 0;
+      const w = bitWeight(f, field, pos, s, i);
       const b = el("button", {type: "button", class: `bit ${field}${gap ? " gap" : ""}`, "data-bit": String(i),
-                              title: `${field} bit (bit ${i})`, text: ((code >> BigInt(i)) & 1n).toString()});
+                              title: `${field} bit (bit ${i}), weight ${w}`, text: ((code >> BigInt(i)) & 1n).toString()});
       b.addEventListener("click", () => { bitsState.code ^= (1n << BigInt(i)); renderBits(); });
-      box.append(b);
+      const first = pos === 0 || pos === s || pos === s + f.ebits;
+      box.append(el("span", {class: `bitcol${gap ? " gap" : ""}`}, el("span", {class: "cap", text: first ? captionOf(f, field) : "\u00a0"}),
+                    b, el("span", {class: "w", text: w})));
     }
     const r = FFX.decode(code, f);
     const parts = fieldsOf(code, f);
@@ -102,6 +115,16 @@
     $("bits-ulp").textContent = u ? `${FFX.dyadicDecimal(u)} = ${pow2text(u.k)}` : "none (not finite)";
     $("bits-ulp").dataset.value = u ? FFX.dyadicDecimal(u) : "NaN";
   }
+  function captionOf(f, field) {
+    return field === "exponent" ? `exponent (${f.ebits})` : field === "mantissa" ? `mantissa (${f.mbits})` :
+      field === "integer" ? `integer (${f.bits})` : "sign";
+  }
+  function bitWeight(f, field, pos, s, i) {  // what a 1 in this bit is worth in its field
+    if (field === "sign") return "\u00b1";
+    if (field === "integer") return f.signed && i === f.bits - 1 ? `\u2212${pow2text(i)}` : pow2text(i);
+    if (field === "exponent") return String(2 ** (s + f.ebits - 1 - pos));
+    return pow2text(-(pos - s - f.ebits + 1));
+  }
   function formula(code, f, r) {
     if (r.nan) return "NaN";
     if (r.inf) return (r.neg ? "\u2212" : "+") + "\u221e";
@@ -113,7 +136,15 @@
     const sig = `${sub ? 0 : 1}${f.mbits ? ` + ${m}/2^${f.mbits}` : ""}`;
     return `${sign}(${sig}) \u00d7 2^${sub ? f.emin : e - f.bias} = ${FFX.text(r)}`;
   }
-  $("bits-format").addEventListener("change", e => setBits(e.target.value, 0n));
+  // switching the format keeps the value: it is rounded into the new format (nearest even,
+  // the format's own overflow); a value with no code there (NaN in a format without NaN) gives 0
+  $("bits-format").addEventListener("change", e => {
+    const old = FFX.decode(bitsState.code, F[bitsState.fmt]), f = F[e.target.value];
+    let c = null;
+    try { c = FFX.encode(FFX.round(FFX.parse(FFX.text(old)), f, "nearest_even", f.default_overflow), f); }
+    catch (_) { c = null; }
+    setBits(e.target.value, c === null ? 0n : c);
+  });
   $("bits-number").addEventListener("change", e => {
     const f = F[bitsState.fmt];
     $("bits-error").textContent = "";
@@ -131,9 +162,11 @@
     try { c = BigInt(/^0[xb]/.test(t) ? t : "0x" + t); } catch (_) { c = null; }
     if (c === null || t === "" || c < 0n || c >= (1n << BigInt(f.bits))) {
       e.target.setAttribute("aria-invalid", "true");  // keep the text so it can be fixed
+      $("bits-error").textContent = `${JSON.stringify(e.target.value)} is not a ${f.name} code: give a whole ` +
+        `number from 0x0 to ${hex((1n << BigInt(f.bits)) - 1n, f)} (hex, or 0b... binary)`;
       return;
     }
-    e.target.removeAttribute("aria-invalid");
+    e.target.removeAttribute("aria-invalid"); $("bits-error").textContent = "";
     bitsState.code = c;
     renderBits();
   });
@@ -175,7 +208,7 @@
         const td = el("td", {class: "cell", title: full, "data-fmt": name, "data-mode": mode, "data-policy": policy,
                              "data-code": code === null ? "none" : code.toString(), "data-value": full,
                              "data-error": errExact});
-        td.append(el("span", {class: "val", text: short(full)}), el("span", {class: "err", text: errTxt}));
+        td.append(el("span", {class: "val", text: compact(r, f)}), el("span", {class: "err", text: errTxt}));
         td.addEventListener("click", () => { roundState.sel = [name, mode]; renderRound(); });
         if (roundState.sel && roundState.sel[0] === name && roundState.sel[1] === mode) td.classList.add("sel");
         tr.append(td);
@@ -267,7 +300,7 @@
         el("td", {text: String(i)}), el("td", {text: short(row.input, 14), title: row.input}),
         el("td", {text: short(quot, 14), title: quot}), el("td", {text: hex(row.code, ef)}),
         el("td", {innerHTML: fieldsHTML(row.code, ef)}), el("td", {text: FFX.text(row.element)}),
-        el("td", {text: short(FFX.text(row.deq), 18), title: FFX.text(row.deq)}), el("td", {text: err}),
+        el("td", {text: compact(row.deq, ef), title: FFX.text(row.deq)}), el("td", {text: err}),
         el("td", {class: row.saturated ? "sat" : "", text: note}));
       body.append(tr);
     });
@@ -282,7 +315,23 @@
 
   /* test and scripting hook: the engine and a ready flag */
   window.FFX = FFX;
-  setBits("bf16", 0x3dcdn);
+  // URL state: #fmt=NAME&code=0x.. (the bits) and &x=NUMBER (the rounding table), to share a value
+  function saveHash() {
+    const q = new URLSearchParams({fmt: bitsState.fmt, code: hex(bitsState.code, F[bitsState.fmt]), x: $("num-input").value});
+    try { history.replaceState(null, "", "#" + q.toString()); } catch (_) { /* file:// in some browsers */ }
+  }
+  const q0 = new URLSearchParams(location.hash.slice(1));
+  let fmt0 = "bf16", code0 = 0x3dcdn;
+  if (q0.get("fmt") in F) {
+    fmt0 = q0.get("fmt");
+    try { const c = BigInt(q0.get("code") || "0"); if (c >= 0n && c < (1n << BigInt(F[fmt0].bits))) code0 = c; else code0 = 0n; }
+    catch (_) { code0 = 0n; }
+  }
+  if (q0.get("x")) $("num-input").value = q0.get("x");
+  const renderBits0 = renderBits;
+  renderBits = (...a) => { renderBits0(...a); saveHash(); };
+  $("num-input").addEventListener("change", saveHash);
+  setBits(fmt0, code0);
   renderRound();
   renderMX();
   document.body.dataset.ready = "1";

@@ -1,0 +1,150 @@
+"""Facts the lessons state in prose (issue 27 item 5), computed here with independent
+references (numpy float16, ml_dtypes, Fraction arithmetic, Python ints) and matched against
+the lessons' text, so a wrong sentence fails without executing the notebooks."""
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+import floatfmt as ff
+
+NB = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def _text(name, kind="markdown"):
+    nb = json.loads((NB / name).read_text(encoding="utf-8"))
+    return " ".join(" ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == kind).split())
+
+
+def test_lesson05_fp16_underflow_cut_is_half_the_smallest_subnormal():
+    tiny = 2.0 ** -24
+    assert float(np.float16(2.0 ** -25)) == 0.0                      # the tie goes to even: 0
+    assert float(np.float16(2.0 ** -25 * (1 + 2 ** -20))) == tiny    # just above half: rounds up
+    assert float(np.float16(tiny * 0.75)) == tiny
+    t = _text("05_mixed_precision_training.ipynb")
+    assert "everything left of the first red line becomes 0" not in t
+    assert "half the smallest subnormal (2**-25)" in t and "round *up* to 2**-24" in t
+
+
+def test_lesson05_lists_only_the_policies_it_trains():
+    t = _text("05_mixed_precision_training.ipynb")
+    code = _text("05_mixed_precision_training.ipynb", "code")
+    side = t[t.index("every policy trained side by side"):][:300]
+    head = side.split("(")[0]
+    assert ("TF32" in head) == ('"tf32"' in code), head
+
+
+def test_lesson01_e4m3_gains_seven_of_eight_codes():
+    fn = ml_dtypes.finfo(ml_dtypes.float8_e4m3fn)
+    top = [v for v in ff.values("fp8_e4m3") if np.isfinite(v) and 256 <= v < 512]
+    assert len(top) == 7 and float(fn.max) == 448.0 == max(top)
+    assert ff.info("fp8_e4m3_ieee").max == 240.0                     # the IEEE-style E4M3
+    t = _text("01_bits.ipynb")
+    assert "one more binade (its max is 448)" not in t and "7 of the 8 codes" in t and "240" in t
+
+
+def test_lesson04_bf16_products_exact_in_fp32_barring_overflow_and_underflow():
+    rng = np.random.default_rng(0)
+    a = rng.normal(0, 10, 2000).astype(ml_dtypes.bfloat16).astype(np.float64)
+    b = rng.normal(0, 10, 2000).astype(ml_dtypes.bfloat16).astype(np.float64)
+    p32 = (a.astype(np.float32) * b.astype(np.float32)).astype(np.float64)
+    assert all(Fraction(x) * Fraction(y) == Fraction(p) for x, y, p in zip(a, b, p32))
+    big = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+    small = float(ml_dtypes.finfo(ml_dtypes.bfloat16).smallest_subnormal)
+    with np.errstate(over="ignore", under="ignore"):
+        assert np.isinf(np.float32(big) * np.float32(big))            # overflow
+        assert np.float32(small) * np.float32(small) == 0              # underflow
+    h = np.finfo(np.float16)
+    assert float(h.max) ** 2 < float(np.finfo(np.float32).max)         # fp16 products always fit
+    assert (2.0 ** -24) ** 2 >= float(np.finfo(np.float32).smallest_subnormal)
+    t = _text("04_arithmetic.ipynb")
+    assert "barring overflow and underflow" in t
+
+
+def test_lesson04_pairwise_and_kahan_give_the_correctly_rounded_sum():
+    terms = [Fraction(float(np.float16(1e-4)))] * 10_000
+    exact = sum(terms)
+    assert float(np.float16(float(exact))) == 1.0                   # exact sum rounded once to fp16
+    x = [1e-4] * 10_000
+    assert ff.sum(x, "fp16", order="pairwise") == ff.sum(x, "fp16", order="kahan") == 1.0
+    t = _text("04_arithmetic.ipynb")
+    assert "rounded once to FP16" in t and "is 1.0" in t.replace("\n", " ")
+
+
+def test_lesson04_fp16_running_sum_rises_above_fp32_before_it_stalls():
+    u = float(np.float16(1e-4))
+    s16 = s32 = np.float64(0)
+    above = False
+    for _ in range(4000):
+        s16 = np.float64(np.float16(s16 + u))
+        s32 = np.float64(np.float32(s32 + u))
+        above |= s16 > s32
+    assert above
+    assert "runs *above* the FP32 one" in _text("04_arithmetic.ipynb")
+
+
+def test_lesson04_speed_caveats():
+    t = _text("04_arithmetic.ipynb")
+    assert "TF32, 156 TFLOP/s" in t and "refuses dimensions that are not multiples of 16" in t
+    assert "is a floor" in t
+
+
+def test_lesson06_int8_product_bound():
+    assert (-128) * (-128) == 16384 == max(abs(a * b) for a in (-128, 127) for b in (-128, 127))
+    n = 2 ** 31 // 16384
+    assert n * 16384 > 2 ** 31 - 1 and (n - 1) * 16384 <= 2 ** 31 - 1
+    assert int(np.iinfo(np.int8).min) == -128
+    t = _text("06_quantization.ipynb")
+    assert "127 × 127 = 16129, so about 133,000" not in t and "131,072" in t
+
+
+def test_lesson08_question_matches_its_output():
+    nb = json.loads((NB / "08_emulate_a_model.ipynb").read_text(encoding="utf-8"))
+    out = " ".join("".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code"
+                   for o in c.get("outputs", []))
+    share = out.split("share of zero weight gradients at steps 0, 1, 2: [")[1].split("]")[0]
+    zeros = [float(v) for v in share.split(",")]
+    assert zeros[0] == 1.0 and zeros[1] > 0.5                       # step 1 loses most too
+    t = _text("08_emulate_a_model.ipynb")
+    assert "Why step 0 only?" not in t and "most of them at step 1" in t
+
+
+def _md_blocks(name, marker):
+    nb = json.loads((NB / name).read_text(encoding="utf-8"))
+    import re
+    out = []
+    for c in nb["cells"]:
+        if c["cell_type"] == "markdown":
+            out += [b for b in re.findall(r"```python\n(.*?)```", "".join(c["source"]), re.S) if marker in b]
+    return out
+
+
+def test_lesson05_clipping_needs_unscaled_gradients(capsys):
+    """The lesson's block runs as written: clipping before unscaling acts with threshold 1 / S."""
+    from floatfmt import course
+    (block,) = _md_blocks("05_mixed_precision_training.ipynb", "# check: clipping before unscaling")
+    exec(compile(block, "lesson05-clipping", "exec"), {"np": np, "ff": ff, "course": course})  # noqa: S102
+    out = capsys.readouterr().out
+    assert "clipped before unscaling 1.53e-05" in out  # 1 / 2**16, by hand
+
+
+def test_lesson05_per_block_scales_keep_more_small_gradients(capsys):
+    from floatfmt import course
+    (block,) = _md_blocks("05_mixed_precision_training.ipynb", "# check: per-block scales")
+    exec(compile(block, "lesson05-mx", "exec"), {"np": np, "ff": ff, "course": course})  # noqa: S102
+    # independent of floatfmt's quantize: per-tensor E4M3 through ml_dtypes loses the values below
+    # half its smallest subnormal after scaling
+    g = course.gradient_sample(4096, seed=1)
+    s = np.float32(448 / np.max(np.abs(g)))
+    ref = (g * float(s)).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) / float(s)
+    assert np.mean(ref == 0) > 0.01 and "MXFP8 E4M3" in capsys.readouterr().out
+
+
+def test_lesson05_teaches_the_chapter_topics():
+    t = _text("05_mixed_precision_training.ipynb")
+    for phrase in ("unscale_(optimizer)", "Do not call `.half()` inside an autocast region",
+                   "first and last layers", "MXFP8", "DeepSeek-V3"):
+        assert phrase in t, phrase
