@@ -11,6 +11,7 @@ from .dispatch import check_tensors
 from .exact import Exact, holds, to_exact
 from ._formats import FormatLike, get_format
 from ._types import Overflow, RngLike, Values
+from .round_f32 import cast_float32
 from .rounding import (STOCHASTIC, Decision, decide, make_rng, resolve_mode, resolve_overflow,
                        round_values)
 
@@ -189,6 +190,10 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     True
     """
     fmt = get_format(fmt)
+    if dtype is None and ste is None and sr_random is None:  # float32 in and out: round_f32
+        r = cast_float32(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+        if r is not None:
+            return r
     if is_tensor(x):
         ex = tensor_exact(x)
         r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits, sr_random)

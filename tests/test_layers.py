@@ -27,6 +27,7 @@ LAYER_OF_PREFIX = {
     "floatfmt._names": "core",
     "floatfmt._formats": "core",
     "floatfmt.rounding": "core",
+    "floatfmt.round_f32": "core",
     "floatfmt.exact": "core",
     "floatfmt.codec": "core",
     "floatfmt._cast": "core",
