@@ -125,6 +125,7 @@ def rounding_decision(x, fmt, rounding="nearest_even", overflow=None, ftz=False,
                   sr_bits=sr_bits, sticky=sticky, resid=resid, stored=stored)
 
 
+# size: the public entry: a long docstring (the whole rule, with doctests) over a short body
 def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
          ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None,
          dtype: Any = None, ste: str | None = None, sr_random: Any = None) -> Values:

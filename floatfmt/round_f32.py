@@ -59,8 +59,8 @@ from .rounding import (OBSERVER, STOCHASTIC, make_rng, resolve_mode, resolve_ove
 
 __all__ = ["cast_float32", "round_float32", "SUB_CHUNK"]
 
-SUB_CHUNK = 1 << 15
-"""Elements the bit kernel does per pass (128 KiB of float32: the passes stay in L2)."""
+SUB_CHUNK = 1 << 16
+"""Elements the kernels do per pass (256 KiB of float32: three of them stay in L2)."""
 
 _FP32 = get_format("fp32")
 _ABS = np.uint32(0x7FFFFFFF)
@@ -84,6 +84,11 @@ class _Kernel:
     max_f: np.float32      # the format's max
     q: np.float32          # 2**(emin - mbits), the quantum below 2**emin
     s_base: np.uint32      # emin - mbits + 150: S = s_base - max(exponent field, 1)
+    scaled: bool           # emin > -126, mbits >= emin, mbits - emin <= 127: the float32 scaling
+    lo_f: np.float32       # 2**emin
+    c_inv: np.uint32       # (254 + mbits) << 23: the bits of 2**(mbits - ee) are c_inv - E
+    magic: bool            # nearest even by the sum x + c - c (scaled, mbits <= 21, c finite)
+    c_magic: np.uint32     # the bits of c are E + c_magic
 
 
 _KERNELS: dict = {}
@@ -104,7 +109,12 @@ def _kernel(fmt: Format, mode: str) -> _Kernel | None:
                         np.float32(fmt.max).view(np.uint32), np.uint32((fmt.emin + 127) << 23),
                         fmt.emin == -126, not fmt.negative_zero, np.float32(fmt.max),
                         np.float32(2.0 ** (fmt.emin - fmt.mbits)),
-                        np.uint32(fmt.emin - fmt.mbits + 150))
+                        np.uint32(fmt.emin - fmt.mbits + 150),
+                        fmt.emin > -126 and fmt.emin <= fmt.mbits <= fmt.emin + 127,
+                        np.float32(2.0 ** fmt.emin), np.uint32((254 + fmt.mbits) << 23),
+                        mode == "nearest_even" and fmt.mbits <= 21 and fmt.emax <= 102 + fmt.mbits
+                        and fmt.emin - fmt.mbits >= -125,
+                        np.uint32(((23 - fmt.mbits) << 23) | 0x400000))
         _KERNELS[key] = k
     return _KERNELS[key]
 
@@ -119,6 +129,18 @@ def _bufs(n: int):
         b = _LOCAL.b = (np.empty(threads.BLOCK, np.float64), np.empty(threads.BLOCK, np.float64),
                         np.empty(SUB_CHUNK, np.uint32), np.empty(SUB_CHUNK, np.uint32))
     return b
+
+
+def _filled(v: np.float32) -> np.ndarray:
+    """A sub-chunk of v (this thread's, made once): numpy's maximum with a scalar operand
+    is several times slower than with an array."""
+    cache = getattr(_LOCAL, "filled", None)
+    if cache is None:
+        cache = _LOCAL.filled = {}
+    a = cache.get(v)
+    if a is None:
+        a = cache[v] = np.full(SUB_CHUNK, v, np.float32)
+    return a
 
 
 def _route64(x, o, fmt, mode, policy, ftz, daz_below, rng, sr_bits):
@@ -185,11 +207,49 @@ def _subnormal_range(x, k: _Kernel) -> np.ndarray:
     return (v.view(np.uint32) | (u & np.uint32(1 << 31))).view(np.float32)
 
 
+_C_Q = np.uint32(254 << 23)  # the bits of 2**(ee - mbits) are _C_Q - (the bits of its inverse)
+_EXP = np.uint32(0x7F800000)
+_ROUND = {"nearest_even": np.rint, "toward_zero": np.trunc, "up": np.ceil, "down": np.floor}
+
+
+def _scaled(x, o, k: _Kernel, E) -> None:
+    """Formats with emin > -126 (the scaled kernel): with ee = max(exponent of x, emin), the
+    powers of two inv = 2**(mbits - ee) and q = 2**(ee - mbits) are built from x's exponent
+    bits; y = x * inv is exact (|y| < 2**(mbits + 1); mbits >= emin keeps the smallest
+    float32 exact), and one of rint / trunc / ceil / floor on y, times q, rounds x, the
+    fixed quantum below 2**emin included.  (For |x| <= max only: the caller checks.)"""
+    Ef = E.view(np.float32)
+    np.bitwise_and(x.view(np.uint32), _EXP, out=E)
+    np.maximum(Ef, _filled(k.lo_f)[:x.size], out=Ef)  # 2**ee
+    if k.magic:  # nearest even: c = 1.5 * 2**(ee + 23 - mbits), whose ulp is the quantum
+        np.add(E, k.c_magic, out=E)
+        np.add(x, Ef, out=o)
+        np.subtract(o, Ef, out=o)  # exact: both in c's binade
+        np.copysign(o, x, out=o)  # zeros keep x's sign
+        return
+    np.subtract(k.c_inv, E, out=E)  # inv
+    np.multiply(x, Ef, out=o)
+    _ROUND[k.mode](o, out=o)
+    np.subtract(_C_Q, E, out=E)  # q
+    np.multiply(o, Ef, out=o)
+
+
+def _fpu_ok() -> bool:
+    """This thread's float32 arithmetic keeps subnormal inputs (no denormals-are-zero, as
+    ``torch.set_flush_denormal(True)`` sets on x86) and rounds to nearest even: the scaled
+    kernel's directed modes need both."""
+    t = np.array([2.0 ** -149, 2.5, -0.5], np.float32)
+    with np.errstate(all="ignore"):
+        return bool(np.ceil(t[:1] * np.float32(1.0))[0] == 1.0) and np.rint(t[1:]).tolist() == [2.0, -0.0]
+
+
 def _bits_block(x, o, fmt, k: _Kernel, policy, ftz, daz_below):
     """One block by the bit kernel, sub-chunk by sub-chunk (see the module docstring)."""
     _, _, A, T = _bufs(x.size)
     u_all, o_all = x.view(np.uint32), o.view(np.uint32)
-    need_low = not k.uniform or ftz or daz_below is not None
+    plain_opts = not ftz and daz_below is None
+    scaled = k.scaled and plain_opts and _fpu_ok()
+    need_low = not scaled and (not k.uniform or not plain_opts)
     lim1 = (np.uint32(1 << 23) if k.uniform else k.emin_bits) - np.uint32(1)
     few = []
     for i in range(0, x.size, SUB_CHUNK):
@@ -212,7 +272,10 @@ def _bits_block(x, o, fmt, k: _Kernel, policy, ftz, daz_below):
                     _route64(xs, os_, fmt, k.mode, policy, ftz, daz_below, None, None)
                     continue
                 few.append(idx + i)
-        _bits(u, o_all[i:j], k, t)
+        if scaled:
+            _scaled(xs, os_, k, t)
+        else:
+            _bits(u, o_all[i:j], k, t)
         if k.plus0:
             np.add(os_, np.float32(0.0), out=os_)  # -0 -> +0 (no subnormal results here)
     if few:  # the inputs below 2**emin: the fixed quantum of the subnormals
