@@ -10,6 +10,8 @@ warm-up):
 
 * ``ff.cast(x, fmt)`` on the numpy array and on a CPU tensor (``torch.from_numpy``),
   round to nearest even; the directed modes (toward_zero, up, down) as multiples of it;
+* "before": the same casts by the general route (``floatfmt.round_f32`` switched off: the
+  array widened to float64, rounded, narrowed), as floatfmt did before issue 24;
 * ml_dtypes ``x.astype(T).astype(np.float32)`` (numpy's float16 for fp16);
 * torch ``t.to(D).to(torch.float32)`` (no fp4 dtype that converts: "-").
 
@@ -21,6 +23,8 @@ is printed.  Targets (issue 24): RNE no slower than ml_dtypes and torch; directe
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import os
 import platform
 import sys
@@ -34,6 +38,8 @@ import ml_dtypes as md  # noqa: E402
 import floatfmt as ff  # noqa: E402
 from timing import best  # noqa: E402
 
+_cast = importlib.import_module("floatfmt._cast")
+
 FORMATS = {"bf16": (md.bfloat16, "bfloat16"), "fp16": (np.float16, "float16"),
            "fp8_e4m3": (md.float8_e4m3fn, "float8_e4m3fn"), "fp4_e2m1": (md.float4_e2m1fn, None)}
 DIRECTED = ("toward_zero", "up", "down")
@@ -43,6 +49,17 @@ def data(n: int) -> np.ndarray:
     x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
     x[::1000] = 0.0
     return x
+
+
+@contextlib.contextmanager
+def general_route():
+    """ff.cast as before round_f32: the whole array widened to float64 and back."""
+    old = _cast.cast_float32
+    _cast.cast_float32 = lambda *a, **k: None
+    try:
+        yield
+    finally:
+        _cast.cast_float32 = old
 
 
 def measure(x, threads: int, repeat: int, torch=None) -> dict:
@@ -59,6 +76,10 @@ def measure(x, threads: int, repeat: int, torch=None) -> dict:
                 row[m] = best(lambda: ff.cast(x, name, m), repeat, warmup=True) * ns
             if t is not None:
                 row["tensor"] = best(lambda: ff.cast(t, name), repeat, warmup=True) * ns
+            with general_route():
+                row["before"] = best(lambda: ff.cast(x, name), repeat, warmup=True) * ns
+                if t is not None:
+                    row["before_t"] = best(lambda: ff.cast(t, name), repeat, warmup=True) * ns
             with np.errstate(all="ignore"):
                 row["ml_dtypes"] = best(lambda: x.astype(dt).astype(np.float32), repeat,
                                         warmup=True) * ns
@@ -85,7 +106,10 @@ def main(argv=None) -> list[str]:
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     print(f"{x.size:,} standard normal float32 values; ns per element, best of {args.repeat}; "
           "RTZ / up / down as multiples of RNE\n")
-    head = (f"{'threads':<8}{'format':<10}{'numpy':>8}{'tensor':>8}{'RTZ':>6}{'up':>6}{'down':>6}"
+    print("numpy / tensor: ff.cast now; before: the general route (float64 and back), the same "
+          "run\n")
+    head = (f"{'threads':<8}{'format':<10}{'numpy':>8}{'tensor':>8}{'before':>8}{'before_t':>9}"
+            f"{'RTZ':>6}{'up':>6}{'down':>6}"
             f"{'ml_dtypes':>11}{'torch':>8}{'ml/ff':>7}{'torch/ff':>9}")
     print(head)
     print("-" * len(head))
@@ -96,6 +120,7 @@ def main(argv=None) -> list[str]:
             rne = r["numpy"]
             tt = r.get("torch")
             print(f"{n:<8}{name:<10}{rne:>8.2f}{r.get('tensor', float('nan')):>8.2f}"
+                  f"{r['before']:>8.2f}{r.get('before_t', float('nan')):>9.2f}"
                   + "".join(f"{r[m] / rne:>6.2f}" for m in DIRECTED)
                   + f"{r['ml_dtypes']:>11.2f}" + (f"{tt:>8.2f}" if tt else f"{'-':>8}")
                   + f"{r['ml_dtypes'] / rne:>7.2f}" + (f"{tt / rne:>9.2f}" if tt else f"{'-':>9}"))

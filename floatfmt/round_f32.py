@@ -87,6 +87,7 @@ class _Kernel:
     scaled: bool           # emin > -126, mbits >= emin, mbits - emin <= 127: the float32 scaling
     lo_f: np.float32       # 2**emin
     c_inv: np.uint32       # (254 + mbits) << 23: the bits of 2**(mbits - ee) are c_inv - E
+    natural: bool          # emax = 127, top binade finite: past max the patterns carry into Inf
     magic: bool            # nearest even by the sum x + c - c (scaled, mbits <= 21, c finite)
     c_magic: np.uint32     # the bits of c are E + c_magic
 
@@ -112,6 +113,7 @@ def _kernel(fmt: Format, mode: str) -> _Kernel | None:
                         np.uint32(fmt.emin - fmt.mbits + 150),
                         fmt.emin > -126 and fmt.emin <= fmt.mbits <= fmt.emin + 127,
                         np.float32(2.0 ** fmt.emin), np.uint32((254 + fmt.mbits) << 23),
+                        fmt.emax == 127 and fmt.inf and fmt.max == (2 - 2.0 ** -fmt.mbits) * 2.0 ** 127,
                         mode == "nearest_even" and fmt.mbits <= 21 and fmt.emax <= 102 + fmt.mbits
                         and fmt.emin - fmt.mbits >= -125,
                         np.uint32(((23 - fmt.mbits) << 23) | 0x400000))
@@ -250,13 +252,18 @@ def _bits_block(x, o, fmt, k: _Kernel, policy, ftz, daz_below):
     plain_opts = not ftz and daz_below is None
     scaled = k.scaled and plain_opts and _fpu_ok()
     need_low = not scaled and (not k.uniform or not plain_opts)
+    # bf16 / tf32 under Inf on overflow: the kernel itself carries values past max into Inf
+    # (nearest, and the outward directed side) or stops at max, as IEEE 754 says; Inf stays
+    natural = k.natural and policy in ("inf", "satnone") and not need_low
     lim1 = (np.uint32(1 << 23) if k.uniform else k.emin_bits) - np.uint32(1)
     few = []
     for i in range(0, x.size, SUB_CHUNK):
         j = min(i + SUB_CHUNK, x.size)
         xs, os_, u = x[i:j], o[i:j], u_all[i:j]
         a, t = A[:j - i], T[:j - i]
-        if need_low:
+        if natural:  # only NaN needs the policies (the maximum is NaN when one is)
+            plain = not np.isnan(np.maximum.reduce(xs))
+        elif need_low:
             np.bitwise_and(u, _ABS, out=a)
             plain = np.maximum.reduce(a) <= k.max_bits
         else:  # (NaN fails both comparisons)

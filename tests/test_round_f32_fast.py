@@ -224,6 +224,14 @@ def test_nearest_even_against_ml_dtypes(name):
     assert ok.all(), (x[~ok][:4], got[~ok][:4], want[~ok][:4])
 
 
+@pytest.mark.parametrize("name", ["fp16", "fp8_e4m3", "fp4_e2m1", "fp8_e5m2fnuz"])
+def test_without_the_scaled_kernel_the_bit_kernel_equals_the_general_route(name, monkeypatch):
+    """Where float32 arithmetic flushes subnormal inputs (or rounds otherwise) the scaled
+    kernel steps aside: the bit kernel, with the inputs below 2**emin done apart."""
+    monkeypatch.setattr(R, "_fpu_ok", lambda: False)
+    _compare(sample(name), name, ("nearest_even", "toward_zero", "up", "down"), [{}])
+
+
 def test_bit_kernel_takes_the_named_formats():
     """The bit kernel is what makes float32 fast: it must not quietly stop applying."""
     for name in ["bf16", "tf32", "fp16", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp4_e2m1",
