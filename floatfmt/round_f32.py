@@ -305,11 +305,15 @@ def round_float32(xf: np.ndarray, fmt: Format, mode: str, policy: str, ftz: bool
     (mode and policy canonical; ``daz``: float32 subnormal inputs count as zero; ``rng``
     a numpy Generator for the stochastic modes).
 
+    Two ties of bf16 (7 fraction bits): 1 + 2**-8 lies halfway between 128/128 and
+    129/128, 1 + 3 * 2**-8 between 129/128 and 130/128; each goes to the even one.
+
     >>> import numpy as np
     >>> from floatfmt._formats import get_format
-    >>> round_float32(np.array([1 + 2**-8, 3e-3], np.float32), get_format("bf16"),
-    ...               "nearest_even", "inf").tolist()
-    [1.0, 0.0029754638671875]
+    >>> r = round_float32(np.array([1 + 2**-8, 1 + 3 * 2**-8], np.float32), get_format("bf16"),
+    ...                   "nearest_even", "inf")
+    >>> r.dtype, r.tolist() == [128 / 128, 130 / 128]
+    (dtype('float32'), True)
     """
     n = xf.size
     out = np.empty(n, np.float32)
