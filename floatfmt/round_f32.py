@@ -336,8 +336,8 @@ def _sr_ok(mode, sr_bits) -> bool:
         return sr_bits is None
     if sr_bits is None:
         return mode not in _P3109_SR
-    return (isinstance(sr_bits, (int, np.integer)) and not isinstance(sr_bits, bool)
-            and 1 <= sr_bits <= 52)
+    return bool(isinstance(sr_bits, (int, np.integer)) and not isinstance(sr_bits, bool)
+                and 1 <= sr_bits <= 52)
 
 
 def cast_float32(x, fmt: Format, rounding, overflow, ftz, daz, rng, sr_bits):
