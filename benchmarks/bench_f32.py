@@ -10,7 +10,7 @@ warm-up):
 
 * ``ff.cast(x, fmt)`` on the numpy array and on a CPU tensor (``torch.from_numpy``),
   round to nearest even; the directed modes (toward_zero, up, down) as multiples of it;
-* "before": the same casts by the general route (``floatfmt.round_f32`` switched off: the
+* "before": the same casts by the general route (``floatfmt.core.round_f32`` switched off: the
   array widened to float64, rounded, narrowed), as floatfmt did before issue 24;
 * ml_dtypes ``x.astype(T).astype(np.float32)`` (numpy's float16 for fp16);
 * torch ``t.to(D).to(torch.float32)`` (no fp4 dtype that converts: "-").
@@ -38,7 +38,7 @@ import ml_dtypes as md  # noqa: E402
 import floatfmt as ff  # noqa: E402
 from timing import best  # noqa: E402
 
-_cast = importlib.import_module("floatfmt._cast")
+_cast = importlib.import_module("floatfmt.core.cast")
 
 FORMATS = {"bf16": (md.bfloat16, "bfloat16"), "fp16": (np.float16, "float16"),
            "fp8_e4m3": (md.float8_e4m3fn, "float8_e4m3fn"), "fp4_e2m1": (md.float4_e2m1fn, None)}

@@ -6,7 +6,7 @@
 
 On a GPU elementwise code is bound by memory traffic and kernel launches, so these
 are the proxies: every aten op that ``ff.cast`` (or ``ff.matmul(..., model="h100")``)
-runs under ``floatfmt.dispatch.force_namespace`` on a CPU tensor is seen by a
+runs under ``floatfmt.backend.dispatch.force_namespace`` on a CPU tensor is seen by a
 ``TorchDispatchMode`` (``KernelCounter``) and classed as
 
 * a kernel (an op that computes: one launch on a GPU), with the bytes it reads and
@@ -45,7 +45,7 @@ import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import floatfmt as ff  # noqa: E402
-from floatfmt.dispatch import force_namespace  # noqa: E402
+from floatfmt.backend.dispatch import force_namespace  # noqa: E402
 
 FORMATS = ["bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "int8"]
 MODES = ["nearest_even", "toward_zero", "up", "down", "nearest_away", "odd", "stochastic"]

@@ -25,11 +25,11 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import floatfmt as ff  # noqa: E402
-import floatfmt.accumulate  # noqa: E402,F401
-import floatfmt.tensorcore  # noqa: E402,F401
+import floatfmt.arith.accumulate  # noqa: E402,F401
+import floatfmt.arith.matrixunit.tensorcore  # noqa: E402,F401
 
-_tc = sys.modules["floatfmt.tensorcore"]
-_ac = sys.modules["floatfmt.accumulate"]
+_tc = sys.modules["floatfmt.arith.matrixunit.tensorcore"]
+_ac = sys.modules["floatfmt.arith.accumulate"]
 
 CASES = [  # label, fmt, keyword arguments of ff.matmul, which fast path
     ("bf16 model=h100", "bf16", {"model": "h100"}, "tc"),

@@ -38,7 +38,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import floatfmt as ff  # noqa: E402
-from floatfmt import rounding, threads  # noqa: E402
+from floatfmt.core import rounding, threads  # noqa: E402
 
 FORMATS = ["bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp6_e2m3", "fp4_e2m1", "fp32", "tf32",
            "int8"]

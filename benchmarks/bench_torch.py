@@ -8,7 +8,7 @@ One float64 array (|x| from about 2**-40 to 2**40, both signs, some zeros) is ca
 by ``ff.cast(numpy_array, ...)`` and by ``ff.cast(torch.from_numpy(array), ...)``
 (the same memory, CPU, eager mode).  Times are the best of ``--repeat`` runs after a
 warm-up, in ns per element.  Columns: numpy; torch as users get it (CPU tensors run
-the numpy kernels on views of their memory, ``floatfmt.dispatch``); torch through
+the numpy kernels on views of their memory, ``floatfmt.backend.dispatch``); torch through
 the device (namespace) code that CUDA runs, forced on the CPU (``force_namespace``).
 Targets: torch / numpy at most 3 for round-to-nearest-even; the directed modes
 (toward_zero, up, down) within 1.5x of torch's own RNE (nearest_away and odd are
@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 import floatfmt as ff  # noqa: E402
-from floatfmt.dispatch import force_namespace  # noqa: E402
+from floatfmt.backend.dispatch import force_namespace  # noqa: E402
 from timing import best  # noqa: E402
 
 FORMATS = ["bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"]
@@ -73,9 +73,9 @@ def matmul_ratio(repeat):
 
 def compiled_ratio(x, t, repeat):
     """The namespace kernel (what CUDA runs) for bf16 RNE under torch.compile, on CPU."""
-    from floatfmt._formats import get_format
-    from floatfmt._xp import namespace
-    from floatfmt.rounding import _general_chunk
+    from floatfmt.core.formats import get_format
+    from floatfmt.backend.namespace import namespace
+    from floatfmt.core.rounding import _general_chunk
     f, xp = get_format("bf16"), namespace(t)
 
     def kernel(v):

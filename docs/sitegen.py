@@ -4,7 +4,7 @@ Nothing here is typed by hand: the format table comes from the registry
 (``ff.formats()`` / ``ff.info``), the tensor-core table from
 ``ff.tensorcore_models()``, the API page from ``floatfmt.__all__``; the
 notebooks are copied as committed and the explorer page is written by
-``floatfmt.explorer.write_explorer``.
+``floatfmt.teach.explorer.write_explorer``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 import floatfmt as ff
-from floatfmt.explorer import write_explorer
+from floatfmt.teach.explorer import write_explorer
 
 
 def _pow2(v: float) -> str:
@@ -72,9 +72,9 @@ _GROUPS = [
                                             "master_weights_demo"]),
     ("Threads", ["get_num_threads", "set_num_threads", "limit_threads"]),
 ]
-_EXTRA = [("Teaching helpers (modules)", ["floatfmt.block_explanation.explain_block", "floatfmt.explorer.write_explorer",
-                                          "floatfmt.explorer.explorer_data",
-                                          "floatfmt.explorer_widget.explorer"])]
+_EXTRA = [("Teaching helpers (modules)", ["floatfmt.teach.explain.block.explain_block", "floatfmt.teach.explorer.write_explorer",
+                                          "floatfmt.teach.explorer.explorer_data",
+                                          "floatfmt.teach.explorer_widget.explorer"])]
 
 
 def api_page() -> str:

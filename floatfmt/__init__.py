@@ -13,37 +13,37 @@ GPU checks) are imported on first use.
 
 from importlib import import_module
 
-from ._cast import cast
-from .codec import classify, decode, encode, next_down, next_up, ulp, values
-from ._formats import Format, formats, get_format, p3109, p3109_formats, register
-from ._info import BlockFormatInfo, FormatInfo, info
-from ._block_formats import BlockFormat, block_formats, get_block_format
-from .packing import pack, unpack
-from .fpflags import FlagCounts, flags
-from .rounding import MODES, OVERFLOWS
-from .threads import get_num_threads, limit_threads, set_num_threads
+from .core.cast import cast
+from .core.codec import classify, decode, encode, next_down, next_up, ulp, values
+from .core.formats import Format, formats, get_format, p3109, p3109_formats, register
+from .core.info import BlockFormatInfo, FormatInfo, info
+from .core.block_formats import BlockFormat, block_formats, get_block_format
+from .core.packing import pack, unpack
+from .core.flags import FlagCounts, flags
+from .core.rounding import MODES, OVERFLOWS
+from .core.threads import get_num_threads, limit_threads, set_num_threads
 
 from ._version import __version__ as __version__
 
 # name -> module, loaded on first attribute access (keeps `import floatfmt` fast).
 _LAZY = {
     # arithmetic and accumulation
-    "add": "ops", "sub": "ops", "mul": "ops", "div": "ops", "fma": "ops", "sqrt": "ops",
-    "neg": "ops", "abs": "ops", "minimum": "ops", "maximum": "ops",
-    "FPArray": "fparray", "array": "fparray", "scalar": "fparray",
-    "sum": "accumulate", "dot": "accumulate", "matmul": "accumulate",
-    "mma": "tensorcore", "TensorCoreModel": "tensorcore", "tensorcore_models": "tensorcore",
+    "add": "arith.ops", "sub": "arith.ops", "mul": "arith.ops", "div": "arith.ops", "fma": "arith.ops", "sqrt": "arith.ops",
+    "neg": "arith.ops", "abs": "arith.ops", "minimum": "arith.ops", "maximum": "arith.ops",
+    "FPArray": "arith.fparray", "array": "arith.fparray", "scalar": "arith.fparray",
+    "sum": "arith.accumulate", "dot": "arith.accumulate", "matmul": "arith.accumulate",
+    "mma": "arith.matrixunit.tensorcore", "TensorCoreModel": "arith.matrixunit.tensorcore", "tensorcore_models": "arith.matrixunit.tensorcore",
     # scaling and training
-    "quantize": "quantization", "dequantize": "quantized", "fake_quant": "quantization",
-    "QuantizedTensor": "quantized", "int_matmul": "intgemm",
-    "DelayedScaling": "delayedscale", "LossScaler": "lossscale",
-    "compare_quantization": "quantdemo", "quantization_error": "quantdemo",
-    "master_weights_demo": "quantdemo",
+    "quantize": "scaling.quantize", "dequantize": "scaling.quantized_tensor", "fake_quant": "scaling.quantize",
+    "QuantizedTensor": "scaling.quantized_tensor", "int_matmul": "scaling.int_gemm",
+    "DelayedScaling": "training.delayed_scaling", "LossScaler": "training.loss_scaling",
+    "compare_quantization": "teach.quantization_demo", "quantization_error": "teach.quantization_demo",
+    "master_weights_demo": "teach.quantization_demo",
     # block-scaled FP8 GEMM recipes (DeepSeek-V3)
-    "recipe_matmul": "recipes", "BlockFP8Recipe": "recipes",
-    "block_scaled_matmul": "recipes",
+    "recipe_matmul": "training.recipes", "BlockFP8Recipe": "training.recipes",
+    "block_scaled_matmul": "training.recipes",
     # teaching: explanations and format tables
-    "explain": "explaining", "compare": "comparison",
+    "explain": "teach.explain.entry", "compare": "teach.compare",
 }
 
 __all__ = ["cast", "explain", "compare", "encode", "decode", "classify", "next_up", "next_down", "ulp", "values",

@@ -11,13 +11,13 @@ import argparse
 import sys
 from fractions import Fraction
 
-from . import codec, exact
-from ._cast import cast
-from .numtext import exact_decimal
-from ._block_formats import block_formats, get_block_format
-from ._formats import formats, get_format, hex_code
-from ._info import info
-from .rounding import MODES
+from .core import codec, intake as exact
+from .core.cast import cast
+from .teach.numtext import exact_decimal
+from .core.block_formats import block_formats, get_block_format
+from .core.formats import formats, get_format, hex_code
+from .core.info import info
+from .core.rounding import MODES
 
 
 def _fields(code: int, fmt) -> str:
@@ -87,7 +87,7 @@ def explore(out=None, open_browser=True):
     import webbrowser
     from pathlib import Path
 
-    from .explorer import write_explorer
+    from .teach.explorer import write_explorer
     path = write_explorer(out if out is not None else Path(tempfile.gettempdir()) / "floatfmt-explorer.html")
     print(path)
     if open_browser:
@@ -159,16 +159,16 @@ def main(argv=None) -> int:
         elif args.cmd == "formats":
             print(formats_table())
         elif args.cmd == "tour":
-            from .tour import run_tour
+            from .teach.tour import run_tour
             run_tour(figures_out=args.out if args.figures else None)
         elif args.cmd == "explore":
             explore(args.out, not args.no_open)
         elif args.cmd == "figures":
-            from .plot import write_figures
+            from .teach.plot import write_figures
             for path in write_figures(args.out):
                 print(path)
         elif args.cmd == "train":
-            from .training import cli_train
+            from .training.loop import cli_train
             cli_train(args.policy, args.steps)
         elif args.cmd == "course":
             from .course.grading import cli_course

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-import floatfmt.accumulate  # noqa: F401
-from floatfmt import eft
+import floatfmt.arith.accumulate  # noqa: F401
+from floatfmt.arith import eft
 from tests.test_accumulate import Ref, _ref_dot, _same, _terms
 
-ac = sys.modules["floatfmt.accumulate"]
+ac = sys.modules["floatfmt.arith.accumulate"]
 MODES = ["nearest_even", "nearest_away", "toward_zero", "up", "odd"]
 
 

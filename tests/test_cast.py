@@ -327,7 +327,7 @@ def test_stochastic_fast_path_equals_the_reference_path(name, monkeypatch):
     """Both paths draw the same uniforms in the same order, so with one seed they must agree
     bit for bit (zeros' signs included), over values at, between and far off the format."""
     import importlib
-    rounding = importlib.import_module("floatfmt.rounding")
+    rounding = importlib.import_module("floatfmt.core.rounding")
     rng = np.random.default_rng(9)
     f = ff.get_format(name)
     n = 50_000
@@ -352,7 +352,7 @@ def test_round_values_out_may_be_the_input(mode):
     """round_values(x, ..., out=x) (used in place by the scaling layer) gives the same values
     as a fresh output, across several chunks, with and without a sticky part."""
     import importlib
-    rounding = importlib.import_module("floatfmt.rounding")
+    rounding = importlib.import_module("floatfmt.core.rounding")
     rng = np.random.default_rng(4)
     x = np.ldexp(rng.uniform(-2, 2, 100_003), rng.integers(-30, 30, 100_003))
     sticky = rng.integers(0, 4, x.size).astype(np.uint8)

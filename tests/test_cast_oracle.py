@@ -30,11 +30,11 @@ import pytest
 
 import floatfmt as ff
 from tests.oracles.compare import mismatches
-from floatfmt.exact import to_exact
-from floatfmt._cast import round_exact
+from floatfmt.core.intake import to_exact
+from floatfmt.core.cast import round_exact
 from conftest import mpfr as O
 
-rounding = importlib.import_module("floatfmt.rounding")  # the module (ff.rounding is not public)
+rounding = importlib.import_module("floatfmt.core.rounding")  # the module (ff.core.rounding is not public)
 
 FLOAT_FORMATS = [n for n in ff.formats() if ff.get_format(n).kind == "float"]
 INT_FORMATS = [n for n in ff.formats() if ff.get_format(n).kind == "int"]

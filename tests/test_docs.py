@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 import floatfmt as ff
-from floatfmt.explorer import explorer_html
+from floatfmt.teach.explorer import explorer_html
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

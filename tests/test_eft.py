@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from gmpy2 import mpfr
 
-from floatfmt import eft
+from floatfmt.arith import eft
 
 _RZ64 = gmpy2.ieee(64)
 _RZ64.round = gmpy2.RoundToZero

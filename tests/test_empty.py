@@ -23,15 +23,15 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.accumulate import ORDERS
-from floatfmt._cast import round_exact, rounding_decision
-from floatfmt.codec import codes_to_values, values_to_codes
-from floatfmt.exact import to_exact
-from floatfmt._formats import get_format
-from floatfmt.blockscale import MX_FORMATS
-from floatfmt.packing import pack, packed_nbytes, unpack
-from floatfmt.recipes import recipe_matmul
-from floatfmt.tensorcore import fused_dot, get_model, tensorcore_models, tensorcore_product
+from floatfmt.arith.accumulate import ORDERS
+from floatfmt.core.cast import round_exact, rounding_decision
+from floatfmt.core.codec import codes_to_values, values_to_codes
+from floatfmt.core.intake import to_exact
+from floatfmt.core.formats import get_format
+from floatfmt.scaling.mx_nvfp4 import MX_FORMATS
+from floatfmt.core.packing import pack, packed_nbytes, unpack
+from floatfmt.training.recipes import recipe_matmul
+from floatfmt.arith.matrixunit.tensorcore import fused_dot, get_model, tensorcore_models, tensorcore_product
 
 SHAPES = [(0,), (0, 3), (3, 0), (2, 0, 4), (0, 0)]
 DTYPES = [np.float64, np.float32, np.float16, np.int64, np.int8, np.uint8, np.bool_,
@@ -39,10 +39,10 @@ DTYPES = [np.float64, np.float32, np.float16, np.int64, np.int8, np.uint8, np.bo
 FMTS = ["fp64", "fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "int8",
         "uint8", "e8m0"]
 
-PUBLIC_MODULES = ["_cast", "codec", "ops", "fparray", "accumulate", "tensorcore", "quantized",
-                  "quantization", "blockscale", "tensorscale", "intgemm", "delayedscale",
-                  "lossscale", "quantdemo", "mxgemm", "_info", "_formats",
-                  "packing", "recipes"]
+PUBLIC_MODULES = ["core.cast", "core.codec", "arith.ops", "arith.fparray", "arith.accumulate", "arith.matrixunit.tensorcore", "scaling.quantized_tensor",
+                  "scaling.quantize", "scaling.mx_nvfp4", "scaling.scales", "scaling.int_gemm", "training.delayed_scaling",
+                  "training.loss_scaling", "teach.quantization_demo", "training.mx_gemms", "core.info", "core.formats",
+                  "core.packing", "training.recipes"]
 
 
 def _one(shape):
@@ -94,7 +94,7 @@ def _elementwise(call):
 def _codes_driver(shape, dtype):
     for fmt in FMTS:
         f = get_format(fmt)
-        codes = np.zeros(shape, ff.codec.code_dtype(f))
+        codes = np.zeros(shape, ff.core.codec.code_dtype(f))
         r = ff.decode(codes, fmt)
         assert r.shape == shape and r.dtype == ff.decode(np.zeros(_one(shape), codes.dtype),
                                                          fmt).dtype
@@ -386,7 +386,7 @@ def _mma_driver(shape, dtype):
 
 def _block_scaled_mma_driver(shape, dtype):
     """Block-scaled D = A.B + C with no products (K = 0) is C; M or N = 0 gives an empty D."""
-    from floatfmt.tensorcore import block_scaled_mma
+    from floatfmt.arith.matrixunit.tensorcore import block_scaled_mma
     if shape != (0,):
         return
     for name, m in tensorcore_models().items():
@@ -417,7 +417,7 @@ def _flags_driver(shape, dtype):
 def _packing_driver(shape, dtype):
     for fmt in ("fp4_e2m1", "fp6_e3m2", "fp8_e4m3", "int4", "uint8"):
         f = get_format(fmt)
-        codes = np.zeros(shape, ff.codec.code_dtype(f))
+        codes = np.zeros(shape, ff.core.codec.code_dtype(f))
         for bitorder in ("little", "big"):
             data = pack(codes, fmt, bitorder=bitorder)
             ref = pack(np.zeros(_one(shape), codes.dtype), fmt, bitorder=bitorder)
@@ -448,7 +448,7 @@ def _mx_gemm_driver(shape, dtype):
     """Training GEMMs with an empty side: empty outputs, or zeros from an empty sum."""
     if shape != (0,):
         return
-    from floatfmt.mxgemm import mx_gemm, mx_gemm_operands
+    from floatfmt.training.mx_gemms import mx_gemm, mx_gemm_operands
     for gemm, sa, sb, out in [("forward", (0, 32), (3, 32), (0, 3)), ("forward", (2, 0), (3, 0), (2, 3)),
                               ("grad_input", (2, 0), (0, 5), (2, 5)),
                               ("grad_weight", (0, 3), (0, 5), (3, 5))]:
@@ -460,7 +460,7 @@ def _mx_gemm_driver(shape, dtype):
 
 
 def _mx_exponent_driver(shape, dtype):
-    from floatfmt.blockscale import mx_shared_exponent
+    from floatfmt.scaling.mx_nvfp4 import mx_shared_exponent
     _check_elementwise(lambda x: mx_shared_exponent(x), shape, dtype)
 
 

@@ -19,7 +19,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
 
 import floatfmt.torch as fft  # noqa: E402
-from floatfmt.dispatch import force_namespace  # noqa: E402
+from floatfmt.backend.dispatch import force_namespace  # noqa: E402
 from floatfmt.torch.emulation import quantize_operand  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.block_explanation import explain_block
-from floatfmt.explanation import Explanation
-from floatfmt.explanation_table import ExplanationTable
-from floatfmt.numtext import exact_decimal
+from floatfmt.teach.explain.block import explain_block
+from floatfmt.teach.explain.value import Explanation
+from floatfmt.teach.explain.array import ExplanationTable
+from floatfmt.teach.numtext import exact_decimal
 
 # name -> (sign?, ebits, mbits, bias, oracle dtype or None); written out here, not read from floatfmt.
 LAYOUT = {
@@ -346,7 +346,7 @@ def test_compare_default_and_single():
 
 def test_explorer_with_and_without_widgets(monkeypatch):
     import builtins
-    from floatfmt.explorer_widget import explorer
+    from floatfmt.teach.explorer_widget import explorer
     pytest.importorskip("ipywidgets")
     box = explorer("fp8_e4m3", 0.3)
     assert type(box).__name__ == "VBox"

@@ -18,7 +18,7 @@ from fractions import Fraction
 import pytest
 
 import floatfmt as ff
-from floatfmt._block_formats import get_block_format
+from floatfmt.core.block_formats import get_block_format
 
 MX = [n for n in ff.block_formats() if n.startswith("mx")]
 

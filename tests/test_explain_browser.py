@@ -222,7 +222,7 @@ def test_cases_cover_what_the_issue_names():
     """The cases above exercise a number line (bf16 1e-40), a long exact decimal, an
     overflow and a block: guard against the cases drifting away from that."""
     assert ff.explain(1e-40, "bf16").cls == "subnormal"
-    from floatfmt.numtext import exact_decimal
+    from floatfmt.teach.numtext import exact_decimal
     assert len(exact_decimal(ff.cast(1e-300, "fp64"))) > 700
     assert ff.explain(70000.0, "fp16").direction == "overflow"
     assert type(CASES["block-mxfp4"]()).__name__ == "BlockExplanation"

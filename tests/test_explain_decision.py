@@ -467,7 +467,7 @@ def test_stochastic_explanation_matches_cast_draw_for_draw():
 
 
 def test_stored_given_must_be_the_routines_result():
-    from floatfmt._cast import rounding_decision
+    from floatfmt.core.cast import rounding_decision
     assert rounding_decision(2.5, "int8", stored=2.0).value == 2.0
     with pytest.raises(ValueError):
         rounding_decision(2.5, "int8", stored=3.0)

@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.codec import values_to_codes
-from floatfmt.explorer import EXPLORER_FORMATS, EXPLORER_MODES, explorer_data, write_explorer
+from floatfmt.core.codec import values_to_codes
+from floatfmt.teach.explorer import EXPLORER_FORMATS, EXPLORER_MODES, explorer_data, write_explorer
 
 from explorer import cases
 from explorer.browser import artefact_dir, start_chromium, stop_chromium
@@ -254,7 +254,7 @@ def test_typed_numbers_show_floatfmts_values(page, policy):
                 if pol != "wrap":
                     assert int(code) == ff.encode(s, f, rounding=mode, overflow=pol), (s, name, mode, policy)
             if np.isfinite(want) and err:
-                from floatfmt.exact import to_fraction
+                from floatfmt.core.intake import to_fraction
                 assert Fraction(err) == Fraction(want) - to_fraction(s)
             checked += 1
     TOTALS["typed cells"] = TOTALS.get("typed cells", 0) + checked
@@ -296,7 +296,7 @@ def test_mx_block_view_matches_quantize(page, mx, sr, mode, text):
     if int(q.scale_codes[0]) != 0xFF:
         assert [int(c) for c in rows] == [int(c) for c in q.codes]
         # the saturated / flushed notes are explain_block's flags
-        from floatfmt.block_explanation import explain_block
+        from floatfmt.teach.explain.block import explain_block
         padded = np.array(items + ["0"] * (32 - len(items)), dtype=object)
         b = explain_block(q, 0, x=padded, rounding=mode)
         notes = page.execute_script("return Array.from(document.querySelectorAll('#mx-table tbody tr'))"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-formats_mod = importlib.import_module("floatfmt._formats")  # the module, not ff.formats()
+formats_mod = importlib.import_module("floatfmt.core.formats")  # the module, not ff.formats()
 
 # The reference table (shared/reference/formats.md), transcribed:
 # name: (bits, exp, man, bias, inf, -0, max, min normal, min subnormal or None)

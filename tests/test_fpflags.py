@@ -31,7 +31,7 @@ import pytest
 from gmpy2 import mpfr as M
 
 import floatfmt as ff
-from floatfmt import fpflags
+from floatfmt.core import flags as fpflags
 from oracles import mpfr as O
 
 FORMATS = ["fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp4_e2m1", "fp6_e2m3"]
@@ -268,7 +268,7 @@ def test_flushed_and_saturated():
 
 
 def test_no_observer_outside_block_and_nesting():
-    from floatfmt.rounding import OBSERVER
+    from floatfmt.core.rounding import OBSERVER
     assert OBSERVER.get() is None and not fpflags.active()
     with ff.flags() as outer:
         ff.cast(0.1, "bf16")
@@ -298,7 +298,7 @@ def test_raise_on_and_bad_names():
 
 def test_large_arrays_on_threads_are_counted():
     """Arrays of several thread blocks: every block's roundings are counted."""
-    from floatfmt import threads
+    from floatfmt.core import threads
     n = 3 * threads.BLOCK + 5
     x = ff.cast(np.full(n, 0.1), "fp16")  # 11 significant bits: exact operands in fp16
     with threads.limit_threads(4):

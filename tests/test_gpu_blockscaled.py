@@ -15,7 +15,7 @@ from floatfmt.gpu.compare import compare_fixture
 from floatfmt.gpu.fixture import Fixture, FixtureWriter
 from floatfmt.gpu.sections import blockscaled as S
 from floatfmt.gpu.sections import section_names
-from floatfmt.tensorcore import tensorcore_models
+from floatfmt.arith.matrixunit.tensorcore import tensorcore_models
 
 
 @pytest.mark.parametrize("rows,cols", [(128, 4), (3, 2), (130, 7), (256, 8)])

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from floatfmt.codec import values_to_codes
+from floatfmt.core.codec import values_to_codes
 from floatfmt.gpu import probes as P
 from floatfmt.gpu.compare import (FP8_PROMOTION_INTERVAL, compare_fixture, format_report, predict_cast,
                                   predict_dots, predict_gemm, report_main, same_bits, unused_expected)

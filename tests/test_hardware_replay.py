@@ -18,7 +18,7 @@ import pytest
 
 import floatfmt as ff
 from floatfmt.gpu.compare import format_measured, measured_root, replay_measured
-from floatfmt.tensorcore import get_model
+from floatfmt.arith.matrixunit.tensorcore import get_model
 from conftest import REFERENCE_DTYPES, same as _same
 
 ROOT = Path(__file__).resolve().parent / "data" / "hardware"

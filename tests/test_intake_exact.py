@@ -1,4 +1,4 @@
-"""Exact intake (floatfmt/exact.py) against references that never call floatfmt.
+"""Exact intake (floatfmt/core/intake.py) against references that never call floatfmt.
 
 Three classes of issue 9, each checked over the whole class:
 
@@ -37,7 +37,7 @@ import pytest
 
 import floatfmt as ff
 from tests.oracles.compare import mismatches as bad
-from floatfmt.exact import to_fraction
+from floatfmt.core.intake import to_fraction
 from conftest import mpfr as O
 
 MODES = O.MODES  # the six deterministic modes

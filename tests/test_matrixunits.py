@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.tensorcore import block_scaled_mma, get_block_model, get_model, tensorcore_models
+from floatfmt.arith.matrixunit.tensorcore import block_scaled_mma, get_block_model, get_model, tensorcore_models
 from tests.oracles import matrixunit_slow as slow
 
 PRESETS = tensorcore_models()

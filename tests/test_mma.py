@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.tensorcore import get_model, tensorcore_models
+from floatfmt.arith.matrixunit.tensorcore import get_model, tensorcore_models
 from tests.oracles import tensorcore_slow as slow
 from tests.test_tensorcore import _random_inputs, _same
 

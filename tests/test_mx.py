@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.blockscale import MX_FORMATS, mx_shared_exponent
+from floatfmt.scaling.mx_nvfp4 import MX_FORMATS, mx_shared_exponent
 
 ELEMENT_DTYPES = {
     "fp8_e4m3": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2,

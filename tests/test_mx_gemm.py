@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from floatfmt.mxgemm import GEMMS, mx_gemm, mx_gemm_operands
+from floatfmt.training.mx_gemms import GEMMS, mx_gemm, mx_gemm_operands
 from tests.oracles.block_scaling import fp32_rne
 from tests.test_mx import ref_mx_block
 

@@ -1,4 +1,4 @@
-"""Unknown names: every lookup raises through one helper (floatfmt._names.unknown_name),
+"""Unknown names: every lookup raises through one helper (floatfmt.core.names.unknown_name),
 so every message lists the valid names and suggests the closest one."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt._names import close_matches, did_you_mean, unknown_name
-from floatfmt.accumulate import ORDERS
+from floatfmt.core.names import close_matches, did_you_mean, unknown_name
+from floatfmt.arith.accumulate import ORDERS
 from floatfmt.course.registry import exercise, exercises
-from floatfmt.rounding import _MODE_ALIASES, MODES, OVERFLOWS
-from floatfmt.tensorcore import get_model
+from floatfmt.core.rounding import _MODE_ALIASES, MODES, OVERFLOWS
+from floatfmt.arith.matrixunit.tensorcore import get_model
 
 PACKAGE = pathlib.Path(ff.__file__).resolve().parent
 
@@ -63,5 +63,5 @@ def test_helper_rules():
 
 def test_no_module_writes_its_own_close_match_message():
     users = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
-                   if "get_close_matches" in p.read_text() and p.name != "_names.py")
-    assert not users, f"use floatfmt._names.unknown_name (or close_matches) in: {users}"
+                   if "get_close_matches" in p.read_text() and p.relative_to(PACKAGE).as_posix() != "core/names.py")
+    assert not users, f"use floatfmt.core.names.unknown_name (or close_matches) in: {users}"

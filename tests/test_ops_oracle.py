@@ -24,7 +24,7 @@ import pytest
 from gmpy2 import mpfr, mpq
 
 import floatfmt as ff
-from floatfmt.codec import codes_to_values
+from floatfmt.core.codec import codes_to_values
 from conftest import DET_MODES as MODES, mpfr as M, same as _same
 
 FORMATS = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp6_e2m3", "fp6_e3m2",

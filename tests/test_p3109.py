@@ -76,7 +76,7 @@ def test_format_facts_match_gfloat(name):
     assert info.smallest_normal == fi.smallest_normal
     assert info.smallest_subnormal == (fi.smallest_subnormal if f.mbits else fi.smallest_normal)
     assert info.has_inf == (fi.num_posinfs > 0) and not info.has_negative_zero
-    assert info.nan_codes == (ff._formats.hex_code(fi.code_of_nan, f),)
+    assert info.nan_codes == (ff.core.formats.hex_code(fi.code_of_nan, f),)
     assert ff.encode(math.nan, name) == fi.code_of_nan
     if f.inf:
         assert ff.encode(math.inf, name) == fi.code_of_posinf

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.p3109block import block_project, convert_to_block_max_abs_finite
+from floatfmt.scaling.p3109_blocks import block_project, convert_to_block_max_abs_finite
 from tests.oracles.p3109 import P3109
 
 SATS = {"saturate": "SatFinite", "propagate": "SatPropagate", "satnone": "SatNone"}

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.packing import BITORDERS, PackedTensor, packed_nbytes
-from floatfmt.blockscale import MX_FORMATS
-from floatfmt.quantized import QuantizedTensor
+from floatfmt.core.packing import BITORDERS, PackedTensor, packed_nbytes
+from floatfmt.scaling.mx_nvfp4 import MX_FORMATS
+from floatfmt.scaling.quantized_tensor import QuantizedTensor
 
 SUB_BYTE = ("fp4_e2m1", "int4", "uint4", "fp6_e2m3", "fp6_e3m2")
 WIDTH = {"fp4_e2m1": 4, "int4": 4, "uint4": 4, "fp6_e2m3": 6, "fp6_e3m2": 6}

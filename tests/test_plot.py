@@ -12,7 +12,8 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from floatfmt import cli, plot  # noqa: E402
+from floatfmt import cli
+from floatfmt.teach import plot  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -161,7 +162,7 @@ def test_precision_probe_survives_exactly_while_d_le_F():
     """Lesson 07's probe data: for every float preset, result / exact is 1 for d <= F and 0
     after (the figure once built the small product as 2^(2-d) and showed 0 everywhere).
     The h100/a100/v100 F values are also the published ones (Fasi et al.; Khattak & Mikaitis)."""
-    from floatfmt.tensorcore import tensorcore_models
+    from floatfmt.arith.matrixunit.tensorcore import tensorcore_models
     checked = 0
     for name, m in tensorcore_models().items():
         if m.fmt == "int8" or m.algorithm != "t_fdpa":  # AMD / block-scaled: test_matrixunits

@@ -112,7 +112,7 @@ def test_numpy_path_rounds_subnormal_quotients_once(mode):
 @pytest.mark.parametrize("mode", DET_MODES)
 def test_device_path_rounds_subnormal_quotients_once(mode):
     torch = pytest.importorskip("torch")
-    from floatfmt.dispatch import force_namespace
+    from floatfmt.backend.dispatch import force_namespace
 
     def dev(x, fmt, **o):
         with force_namespace():
@@ -167,7 +167,7 @@ def test_dequantize_is_the_exact_product(fmt, device):
         x = np.concatenate([mags, -mags, [lo, -lo, top, 0.0]]) * s
         if device:
             torch = pytest.importorskip("torch")
-            from floatfmt.dispatch import force_namespace
+            from floatfmt.backend.dispatch import force_namespace
             with force_namespace():
                 q = ff.quantize(torch.from_numpy(x), fmt, scale=s)
                 d = q.dequantize().numpy()
@@ -198,7 +198,7 @@ def test_stochastic_rounding_of_subnormal_quotients_picks_a_neighbour(fmt, opts,
         if not device:
             return np.asarray(ff.quantize(x, fmt, **o).elements, np.float64)
         torch = pytest.importorskip("torch")
-        from floatfmt.dispatch import force_namespace
+        from floatfmt.backend.dispatch import force_namespace
         with force_namespace():
             return ff.quantize(torch.from_numpy(x), fmt, **o).elements.numpy()
 
@@ -217,7 +217,7 @@ def test_a_float64_wide_element_format_rounds_the_exact_quotient_once(mode, devi
     exact arithmetic settles."""
     if device:
         torch = pytest.importorskip("torch")
-        from floatfmt.dispatch import force_namespace
+        from floatfmt.backend.dispatch import force_namespace
         with force_namespace():
             q = _to_numpy(ff.quantize(torch.from_numpy(_X), "fp64", scale=_SCALE,
                                       rounding=mode), torch)

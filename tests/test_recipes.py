@@ -1,4 +1,4 @@
-"""The DeepSeek-V3 FP8 GEMM recipe (floatfmt.recipes) against an independent reference.
+"""The DeepSeek-V3 FP8 GEMM recipe (floatfmt.training.recipes) against an independent reference.
 
 Reference, one output at a time: operands quantised by tests/oracles/block_scaling.py
 (Fractions), each chunk of 128 products through the slow tensor-core model
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.recipes import RECIPES, BlockFP8Recipe, get_recipe
-from floatfmt.tensorcore import get_model
+from floatfmt.training.recipes import RECIPES, BlockFP8Recipe, get_recipe
+from floatfmt.arith.matrixunit.tensorcore import get_model
 from tests.oracles import tensorcore_slow as slow
 from tests.oracles.block_scaling import ref_quantize
 from tests.oracles.mpfr import round_one

@@ -14,7 +14,7 @@ import pytest
 import floatfmt as ff
 from conftest import all_same, mpfr as O
 
-rounding = importlib.import_module("floatfmt.rounding")
+rounding = importlib.import_module("floatfmt.core.rounding")
 F32 = ff.get_format("fp32")
 
 

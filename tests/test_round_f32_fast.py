@@ -1,4 +1,4 @@
-"""float32 in, float32 out (``floatfmt.round_f32``): the same bits as the general route.
+"""float32 in, float32 out (``floatfmt.core.round_f32``): the same bits as the general route.
 
 The general route (``cast_float32`` switched off: the whole array widened to float64,
 rounded by ``round_values``, narrowed) is the reference for every mode (stochastic with
@@ -25,8 +25,8 @@ import pytest
 import floatfmt as ff
 from conftest import DET_MODES, FLOAT_DTYPES, mpfr as O
 
-C = importlib.import_module("floatfmt._cast")
-R = importlib.import_module("floatfmt.round_f32")
+C = importlib.import_module("floatfmt.core.cast")
+R = importlib.import_module("floatfmt.core.round_f32")
 
 # every float format float32 holds (ff.formats() and two custom ones)
 FORMATS = ["bf16", "fp16", "tf32", "fp32", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.quantized import QuantizedTensor
+from floatfmt.scaling.quantized_tensor import QuantizedTensor
 
 try:  # torch is optional: its oracle tests skip cleanly without it
     import torch

@@ -302,8 +302,8 @@ def _edge_values(n, seed):
 
 @pytest.mark.parametrize("op", ["sum", "product", "fma", "quotient", "sqrt"])
 def test_eft_resid_is_exact(op):
-    from floatfmt import eft
-    from floatfmt.rounding import resid_class
+    from floatfmt.arith import eft
+    from floatfmt.core.rounding import resid_class
     n = 4000
     a, b, c = _edge_values(n, 1), _edge_values(n, 2), _edge_values(n, 3)
     b[::7] = -a[::7] * (1 + 2.0 ** -52)  # cancellations and binade crossings
@@ -341,7 +341,7 @@ def test_eft_resid_is_exact(op):
 
 
 def test_int_and_fraction_resid_are_exact():
-    from floatfmt import eft
+    from floatfmt.arith import eft
     g = np.random.default_rng(9)
     bad = 0
     for _ in range(3000):
@@ -365,7 +365,7 @@ def test_sqrt_coarse_resid_agrees_with_the_integer_root(fmt):
     """exact_sqrt(slack=g) reads resid from a float64 estimate where that is safe: it must
     agree with the integer square root on every bit above the g low ones, and the
     stochastic results it gives must be the replayed rule's."""
-    from floatfmt import eft
+    from floatfmt.arith import eft
     f = ff.get_format(fmt)
     g = eft.resid_slack(f)
     x = np.abs(_edge_values(20000, 4))

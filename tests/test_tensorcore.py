@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.tensorcore import get_model, tensorcore_models
+from floatfmt.arith.matrixunit.tensorcore import get_model, tensorcore_models
 from conftest import same as _same
 from tests.oracles import tensorcore_slow as slow
 
@@ -325,7 +325,7 @@ def test_matmul_equals_batched_dot():
 def test_accumulator_mismatch_names_what_the_model_takes():
     """A model whose accumulator differs from acc_fmt: the ValueError names the model's
     accumulator and the formats it accepts, never the given value as the valid one."""
-    from floatfmt.tensorcore import get_model
+    from floatfmt.arith.matrixunit.tensorcore import get_model
     own = get_model("h100", "fp16", "fp16").replace(name="my_fp16acc")
     with pytest.raises(ValueError, match=r"accumulates in fp16: acc_fmt must be 'fp16', not 'fp32'"):
         ff.matmul(np.ones((2, 16)), np.ones((16, 2)), "fp16", model=own)

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-import floatfmt.tensorcore  # noqa: F401  (the module, not the lazy names)
-from floatfmt.tensorcore import get_model, tensorcore_models
+import floatfmt.arith.matrixunit.tensorcore  # noqa: F401  (the module, not the lazy names)
+from floatfmt.arith.matrixunit.tensorcore import get_model, tensorcore_models
 from tests.oracles import tensorcore_slow as slow
 from tests.test_mma import _random_c
 from tests.test_tensorcore import _random_inputs, _same
 
-tc = sys.modules["floatfmt.tensorcore"]
+tc = sys.modules["floatfmt.arith.matrixunit.tensorcore"]
 PRESETS = tensorcore_models()
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.dispatch import force_namespace
+from floatfmt.backend.dispatch import force_namespace
 
 try:
     import torch

@@ -1,4 +1,4 @@
-"""Threads (floatfmt.threads): every chunked path gives the same bits on 1, 2 and 3
+"""Threads (floatfmt.core.threads): every chunked path gives the same bits on 1, 2 and 3
 threads, stochastic rounding included (its stream is keyed by block, not by thread), the
 knob behaves as documented, and the extra memory stays bounded by chunks x threads.
 
@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt import accumulate, codec, ops, rounding, tensorcore, threads
-from floatfmt.rounding import STOCHASTIC
+from floatfmt.arith import accumulate, ops
+from floatfmt.core import codec, rounding, threads
+from floatfmt.arith.matrixunit import tensorcore
+from floatfmt.core.rounding import STOCHASTIC
 
 COUNTS = (1, 2, 3)
 

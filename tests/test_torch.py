@@ -2,7 +2,7 @@
 numpy path, stochastic rounding from a torch.Generator, straight-through gradients,
 and errors that say what was given.
 
-CPU tensors run the numpy kernels on views of their memory (``floatfmt.dispatch``);
+CPU tensors run the numpy kernels on views of their memory (``floatfmt.backend.dispatch``);
 CUDA tensors run the rounding routine's general implementation with torch ops
 (``rounding._general_chunk`` over ``_xp``).  Every test runs twice (the ``path``
 fixture): once as users get it, once with CPU tensors forced through the device
@@ -23,8 +23,8 @@ import pytest
 
 import floatfmt as ff
 from tests.oracles.compare import mismatches as bad
-from floatfmt.dispatch import force_namespace
-from floatfmt.rounding import MODES, OVERFLOWS, STOCHASTIC, resolve_overflow
+from floatfmt.backend.dispatch import force_namespace
+from floatfmt.core.rounding import MODES, OVERFLOWS, STOCHASTIC, resolve_overflow
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
 
@@ -64,7 +64,7 @@ pytestmark = pytest.mark.usefixtures("torch_one_thread")
 @pytest.fixture(autouse=True, params=["host", "namespace"])
 def path(request):
     """Every test runs twice: CPU tensors through the numpy kernels (the default,
-    ``floatfmt.dispatch``) and through the namespace code that CUDA runs
+    ``floatfmt.backend.dispatch``) and through the namespace code that CUDA runs
     (``force_namespace``), so each comparison with numpy below proves the device
     code equal to the numpy path on CPU tensors."""
     with force_namespace(request.param == "namespace"):
@@ -85,7 +85,7 @@ def edge_inputs(name):
 
 # ------------------------------------------------------------------------------ layering
 def test_import_floatfmt_does_not_import_torch():
-    code = ("import sys, floatfmt as ff, floatfmt.rounding, floatfmt.codec, floatfmt._xp\n"
+    code = ("import sys, floatfmt as ff, floatfmt.core.rounding, floatfmt.core.codec, floatfmt.backend.namespace\n"
             "ff.cast([0.1], 'bf16'); ff.encode(1.0, 'fp16')\n"
             "assert 'torch' not in sys.modules, 'floatfmt imported torch'\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -106,9 +106,9 @@ def test_core_modules_do_not_import_the_torch_layer():
     names ``floatfmt.torch`` or imports torch at module level."""
     import pathlib
     root = pathlib.Path(ff.__file__).parent
-    for name in ("rounding", "_cast", "codec", "exact", "_formats", "_xp", "_info"):
+    for name in ("core/rounding", "core/cast", "core/codec", "core/intake", "core/formats", "backend/namespace", "core/info"):
         src = (root / f"{name}.py").read_text()
-        assert "floatfmt.torch" not in src and "from .torch" not in src, name
+        assert "floatfmt.torch" not in src and "from ..torch" not in src, name
         assert "\nimport torch" not in src and "\nfrom torch" not in src, name
 
 

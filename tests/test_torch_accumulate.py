@@ -1,5 +1,5 @@
 """``sum`` in every order, and ``dot`` / ``matmul`` without a tensor-core model, on the
-device (``floatfmt.accumulate_device``; issue 11 items 1 and 7): forced on CPU tensors
+device (``floatfmt.arith.accumulate_device``; issue 11 items 1 and 7): forced on CPU tensors
 (``force_namespace``, the code CUDA runs) they equal the numpy kernels element for
 element (NaN by class, the sign of zero counted) for every format x every
 deterministic mode x every order, on data with signed zeros, Inf, NaN, subnormals of
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.accumulate import ORDERS
-from floatfmt.dispatch import force_namespace
+from floatfmt.arith.accumulate import ORDERS
+from floatfmt.backend.dispatch import force_namespace
 from tests.conftest import DET_MODES
 from tests.oracles.compare import mismatches
 
@@ -148,7 +148,7 @@ def test_device_exact_sum_long_carries_and_wide_ranges():
     for mode in DET_MODES:
         both(lambda v: ff.sum(v, "fp32", "fp32", "exact", 0, rounding=mode), T)
         both(lambda v: ff.dot(v, v, "fp32", "fp32", "exact", rounding=mode), T.T)
-    from floatfmt.exact_device import exact_sum
+    from floatfmt.arith.eft_device import exact_sum
     t, cls = exact_sum(torch.from_numpy(T), "nearest_even")
     # oracle: the exact Fraction sum lies in [t, next float64 away from zero) by class
     from fractions import Fraction
@@ -165,7 +165,7 @@ def test_device_exact_sum_long_carries_and_wide_ranges():
 
 
 def test_device_orders_match_the_numpy_list():
-    from floatfmt.accumulate_device import DEVICE_ORDERS
+    from floatfmt.arith.accumulate_device import DEVICE_ORDERS
     assert DEVICE_ORDERS == ORDERS
 
 

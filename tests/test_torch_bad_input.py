@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import floatfmt as ff  # noqa: E402
-from floatfmt.dispatch import force_namespace  # noqa: E402
+from floatfmt.backend.dispatch import force_namespace  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -171,7 +171,7 @@ def test_rng_of_the_wrong_kind(path):
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("name", ["add", "sum", "dot", "matmul_h100", "encode", "quantize"])
 def test_requires_grad_where_not_differentiable(name, path):
-    """Documented (``floatfmt.dispatch``): functions other than cast / fake_quant /
+    """Documented (``floatfmt.backend.dispatch``): functions other than cast / fake_quant /
     quantize().dequantize() give results without a graph; no error, no gradient."""
     x = torch.ones(4, requires_grad=True)
     with force_namespace(path == "device"):

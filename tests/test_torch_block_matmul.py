@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.dispatch import force_namespace
-from floatfmt.quantized import QuantizedTensor
+from floatfmt.backend.dispatch import force_namespace
+from floatfmt.scaling.quantized_tensor import QuantizedTensor
 from tests.oracles.compare import mismatches
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")

@@ -2,7 +2,7 @@
 
 Every tensor-accepting public function is called twice on the same drawn case: once
 on numpy arrays (the reference path) and once on CPU tensors inside
-``floatfmt.dispatch.force_namespace()``, which makes CPU tensors take the code that
+``floatfmt.backend.dispatch.force_namespace()``, which makes CPU tensors take the code that
 runs on CUDA.  The two results must agree element for element (NaN by class, signs of
 zero compared), with the documented result type: a tensor in gives a tensor out on
 the same device, of the dtype the numpy path gives (torch's name for it).  When one
@@ -38,9 +38,9 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import floatfmt as ff  # noqa: E402
-from floatfmt.accumulate import ORDERS  # noqa: E402
-from floatfmt.dispatch import force_namespace  # noqa: E402
-from floatfmt.quantized import QuantizedTensor  # noqa: E402
+from floatfmt.arith.accumulate import ORDERS  # noqa: E402
+from floatfmt.backend.dispatch import force_namespace  # noqa: E402
+from floatfmt.scaling.quantized_tensor import QuantizedTensor  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 

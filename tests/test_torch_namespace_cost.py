@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.dispatch import force_namespace
-from floatfmt.rounding import MODES, STOCHASTIC
+from floatfmt.backend.dispatch import force_namespace
+from floatfmt.core.rounding import MODES, STOCHASTIC
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
@@ -69,7 +69,7 @@ def test_cast_on_the_device_path_reads_nothing_back(name):
 
 
 def test_pow2_equals_ldexp_for_every_exponent():
-    from floatfmt._xp import namespace
+    from floatfmt.backend.namespace import namespace
     e = torch.arange(-1300, 1300, dtype=torch.int64)
     xp = namespace(e)
     want = torch.tensor([math.ldexp(1.0, min(max(int(k), -1074), 1023)) for k in e],
@@ -88,7 +88,7 @@ def test_pow2_equals_ldexp_for_every_exponent():
 
 
 def test_isfinite_and_signed_match_torch_and_numpy():
-    from floatfmt._xp import namespace
+    from floatfmt.backend.namespace import namespace
     v = np.array([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, -np.nan, 5e-324, -1e308])
     t = torch.from_numpy(v)
     xp = namespace(t)

@@ -2,7 +2,7 @@
 "bad input"): a tensor in gives a tensor out on its device, element for element the
 numpy path's result (NaN by class, the sign of zero counted), for every op, order
 and tensor-core preset; and every kind of bad input raises an error that says what
-was given and what is accepted (``floatfmt.dispatch``).
+was given and what is accepted (``floatfmt.backend.dispatch``).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.accumulate import ORDERS
-from floatfmt.dispatch import force_namespace
-from floatfmt.rounding import MODES, STOCHASTIC
+from floatfmt.arith.accumulate import ORDERS
+from floatfmt.backend.dispatch import force_namespace
+from floatfmt.core.rounding import MODES, STOCHASTIC
 from tests.oracles.compare import mismatches
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
@@ -345,8 +345,8 @@ def test_device_quotient_and_root_remainders_equal_eft():
     """For formats up to fp32 a quotient or root is never within half a float64 ulp of
     a grid point or midpoint unless exact (53 >= 2p + 2), so which side of q the exact
     value lies on cannot change their results; the device helpers are checked on full
-    float64 operands instead, against floatfmt.eft (t and remainder class)."""
-    from floatfmt import eft, ops_device
+    float64 operands instead, against floatfmt.arith.eft (t and remainder class)."""
+    from floatfmt.arith import eft, ops_device
     rng = np.random.default_rng(5)
     x = rng.standard_normal(20000) * np.exp2(rng.integers(-300, 300, 20000))
     y = rng.standard_normal(20000) * np.exp2(rng.integers(-300, 300, 20000))
@@ -387,7 +387,7 @@ def test_device_sum_equals_numpy(order):
 def test_tensors_on_two_devices_are_refused(monkeypatch):
     """Two accepted devices in one call (cpu and meta, meta admitted for the test, as
     there is no second real device here): ValueError naming both."""
-    from floatfmt import dispatch
+    from floatfmt.backend import dispatch
     monkeypatch.setattr(dispatch, "DEVICES", ("cpu", "cuda", "meta"))
     x = torch.tensor([1.0, 2.0])
     for call in (lambda: ff.add(x, x.to("meta"), "bf16"),

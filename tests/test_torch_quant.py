@@ -18,8 +18,8 @@ pytestmark = pytest.mark.usefixtures("torch_one_thread")
 @pytest.fixture(autouse=True, params=["host", "namespace"])
 def path(request):
     """Each test twice: CPU tensors through the numpy kernels (the default) and
-    through the device (namespace) code (``floatfmt.dispatch.force_namespace``)."""
-    from floatfmt.dispatch import force_namespace
+    through the device (namespace) code (``floatfmt.backend.dispatch.force_namespace``)."""
+    from floatfmt.backend.dispatch import force_namespace
     with force_namespace(request.param == "namespace"):
         yield request.param
 

@@ -1,6 +1,6 @@
 """calibration="mse" chooses the same clip range on every backend (issue 11 item 7).
 
-The rule (floatfmt.tensorscale.mse_range): candidates (lo * t, hi * t) for the
+The rule (floatfmt.scaling.scales.mse_range): candidates (lo * t, hi * t) for the
 40 t of np.linspace(0.2, 1, 40) in order; a candidate's score is the sum of
 d * d (d = xq - x, float64 operations) over the reduced axes, computed exactly and
 rounded once to float64; the first candidate with the smallest score wins.
@@ -13,7 +13,7 @@ rounded once to float64; the first candidate with the smallest score wins.
   picks another candidate: the test asserts that it does, so the inputs stay
   adversarial.
 * exact_sums against Fraction sums rounded by MPFR, and independent of the order.
-* The device code (floatfmt.quantize_device) on CPU tensors under
+* The device code (floatfmt.scaling.quantize_device) on CPU tensors under
   force_namespace against the numpy path, element for element (quantize and
   fake_quant, scales and zero points), for every deterministic mode x int8 / uint8 /
   int4 / fp8_e4m3 / fp8_e5m2 / fp4_e2m1 / fp6 x per tensor / per channel x symmetric /
@@ -30,8 +30,8 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.dispatch import force_namespace
-from floatfmt.tensorscale import MSE_GRID, exact_sums, squared_error_sums
+from floatfmt.backend.dispatch import force_namespace
+from floatfmt.scaling.scales import MSE_GRID, exact_sums, squared_error_sums
 from conftest import DET_MODES
 from tests.oracles.mpfr import round_one, spec
 from tests.test_torch_quantize_device import check, count, outcome

@@ -6,7 +6,7 @@ the two streams differ, so the same seed cannot give the same bits.  What is pro
 instead, bit for bit:
 
 * the exact remainders the device hands to the rounding routine (``resid``) are those
-  of ``floatfmt.eft`` on numpy (sums, quotients, roots, the exact order's limbs);
+  of ``floatfmt.arith.eft`` on numpy (sums, quotients, roots, the exact order's limbs);
 * given the same random numbers (the torch draws replayed into numpy's
   ``round_values(..., sr_random=)``), the device result equals numpy's rule, for every
   SR mode (``stochastic``, P3109's A/B/C) and several ``sr_bits``;
@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt import eft
-from floatfmt.dispatch import force_namespace
-from floatfmt.rounding import STOCHASTIC, round_values
+from floatfmt.arith import eft
+from floatfmt.backend.dispatch import force_namespace
+from floatfmt.core.rounding import STOCHASTIC, round_values
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
 
@@ -42,8 +42,8 @@ def spread(n: int, seed: int, lo: int = -40, hi: int = 40) -> np.ndarray:
 
 def test_device_sum_remainders_equal_eft():
     """TwoSum's remainder scaled to resid: both sides of s, binade boundaries, halves."""
-    from floatfmt.ops_device import DeviceCall, rounded_sum  # noqa: F401  (the path used)
-    from floatfmt import ops_device
+    from floatfmt.arith.ops_device import DeviceCall, rounded_sum  # noqa: F401  (the path used)
+    from floatfmt.arith import ops_device
     x, y = spread(20000, 1), spread(20000, 2)
     x[:6] = [1.0, 1.0, 1.0, 2.0, -1.0, 0.0]
     y[:6] = [2.0 ** -53, -2.0 ** -54, -2.0 ** -60, -2.0 ** -80, 2.0 ** -70, -0.0]
@@ -59,7 +59,7 @@ def test_device_quotient_and_root_remainders_equal_eft():
     """Quotients: the resid itself; roots: the resid's 2**g cell (g = resid_slack of the
     format; numpy gives the cell midpoint or the exact resid, both in that cell),
     including roots near cell edges (the exact side test)."""
-    from floatfmt.ops_device import quotient_sticky, root_sticky
+    from floatfmt.arith.ops_device import quotient_sticky, root_sticky
     x, y = spread(20000, 3, -300, 300), spread(20000, 4, -300, 300)
     t, R = quotient_sticky(torch.from_numpy(x), torch.from_numpy(y), fine=True)
     tw, Rw = eft.exact_quotient(x, y, fine=True)
@@ -86,7 +86,7 @@ def test_device_quotient_and_root_remainders_equal_eft():
 
 
 def test_device_exact_sum_resid_equals_fractions():
-    from floatfmt.exact_device import exact_sum
+    from floatfmt.arith.eft_device import exact_sum
     T = spread(5 * 300, 6, -120, 120).reshape(5, 300)
     T[:, 0] = [1.0, 2.0 ** -53, 0, 0, 0]
     T[:, 1] = [1.0, 2.0 ** -53, 2.0 ** -120, 0, 0]

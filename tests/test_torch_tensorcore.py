@@ -1,5 +1,5 @@
-"""The tensor-core models on the device path (``floatfmt.tensorcore_device`` and
-``floatfmt.fdpa_device``, what CUDA tensors run), forced on CPU tensors with
+"""The tensor-core models on the device path (``floatfmt.arith.matrixunit.tensorcore_device`` and
+``floatfmt.arith.matrixunit.fdpa_device``, what CUDA tensors run), forced on CPU tensors with
 ``force_namespace``, equal the numpy kernels element for element (NaN by class, the
 sign of zero counted) for EVERY preset of ``ff.tensorcore_models()``: ``matmul`` and
 ``dot`` with and without the epilogue (alpha, beta, c, out_fmt, directed roundings,
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.dispatch import force_namespace
-from floatfmt.tensorcore import TensorCoreModel, block_scaled_mma, get_model
+from floatfmt.backend.dispatch import force_namespace
+from floatfmt.arith.matrixunit.tensorcore import TensorCoreModel, block_scaled_mma, get_model
 from tests.oracles.compare import mismatches
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")

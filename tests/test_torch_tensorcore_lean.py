@@ -1,4 +1,4 @@
-"""The lean T-FDPA step of ``floatfmt.tensorcore_device`` (zero operands marked by their
+"""The lean T-FDPA step of ``floatfmt.arith.matrixunit.tensorcore_device`` (zero operands marked by their
 exponent instead of masking every product, non-finite products left to the special
 lanes, truncated terms summed as integers and scaled once) gives the same bits as the
 general step it replaces, for every preset of the registry (read at run time) that
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-import floatfmt.tensorcore_device as td
-from floatfmt.dispatch import force_namespace
+import floatfmt.arith.matrixunit.tensorcore_device as td
+from floatfmt.backend.dispatch import force_namespace
 from tests.oracles.compare import mismatches
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")

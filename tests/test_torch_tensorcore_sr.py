@@ -1,5 +1,5 @@
 """Stochastic rounding in ``matmul`` / ``dot`` with a tensor-core model on the device
-path (``floatfmt.tensorcore_device``, what CUDA tensors run), forced on CPU tensors with
+path (``floatfmt.arith.matrixunit.tensorcore_device``, what CUDA tensors run), forced on CPU tensors with
 ``force_namespace`` (issue 11 item 3).
 
 SR applies where the numpy path applies the call's rounding: the operands' casts to
@@ -32,10 +32,11 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt import eft, fdpa
-from floatfmt.dispatch import force_namespace
-from floatfmt.rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
-from floatfmt.tensorcore import get_model
+from floatfmt.arith import eft
+from floatfmt.arith.matrixunit import fdpa
+from floatfmt.backend.dispatch import force_namespace
+from floatfmt.core.rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
+from floatfmt.arith.matrixunit.tensorcore import get_model
 from tests.oracles.compare import mismatches
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
@@ -204,7 +205,7 @@ def test_device_operand_casts_equal_round_values_on_the_same_draws():
     generator) equal numpy's ``round_values(..., sr_random=draws)`` of the exact inputs,
     over each format's whole range (subnormals, past max with each overflow policy),
     then the model's own input rule (tf32 truncation, CDNA2's flush of subnormals)."""
-    from floatfmt.tensorcore_device import _inputs
+    from floatfmt.arith.matrixunit.tensorcore_device import _inputs
     rng = np.random.default_rng(3)
     bad = 0
     for preset, fmt, _ in PRESETS:
@@ -308,7 +309,7 @@ def test_operands_and_results_are_values_on_the_two_neighbours(mode, bits):
     """The SR operands are values of the input format next to the exact inputs; the
     SR results (out_fmt) are values of out_fmt next to the exact accumulator values
     (numpy's deterministic unit on those operands, which the device path equals)."""
-    from floatfmt.tensorcore_device import _inputs
+    from floatfmt.arith.matrixunit.tensorcore_device import _inputs
     rng = np.random.default_rng(8)
     for preset, fmt, out_fmt in (("h100/bf16", "bf16", "fp8_e5m2"),
                                  ("b200/fp8_e4m3", "fp8_e4m3", "bf16"),

@@ -5,7 +5,7 @@ A. ``ff.sqrt`` under stochastic rounding (``ops_device.wide_root`` with ``fine``
    remainder handed to the rounding routine (``resid``: 2**54 (sqrt(x) - t) / ulp(t),
    rounded to odd) is checked against an integer square root written here (Python's
    ``math.isqrt`` of the exact x 2**(2 (54 - eu)), independent of floatfmt) and against
-   ``floatfmt.eft.exact_sqrt`` (the numpy path): in full where the format reads it in
+   ``floatfmt.arith.eft.exact_sqrt`` (the numpy path): in full where the format reads it in
    full (slack g = ``eft.resid_slack`` < 6: fp64, 50 mantissa bits), else its 2**g cell
    (what the rounding reads).  Inputs: every binade of float64 with subnormals, exact
    squares, their float64 neighbours, roots within a few 2**-54 ulp of the search's cell
@@ -29,9 +29,9 @@ import pytest
 
 import floatfmt as ff
 from conftest import DET_MODES
-from floatfmt import eft
-from floatfmt.dispatch import force_namespace
-from floatfmt.rounding import round_values
+from floatfmt.arith import eft
+from floatfmt.backend.dispatch import force_namespace
+from floatfmt.core.rounding import round_values
 from tests.oracles import mpfr
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[torch]')")
@@ -89,7 +89,7 @@ def test_root_inputs_reach_the_classes():
 
 @pytest.mark.parametrize("f", ROOT_FORMATS, ids=lambda f: f.name)
 def test_wide_root_resid_equals_integer_square_roots_and_eft(f):
-    from floatfmt.ops_device import wide_root
+    from floatfmt.arith.ops_device import wide_root
     g = eft.resid_slack(f)
     x = root_inputs(2)
     t, R = wide_root(torch.from_numpy(x), True, g)

@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from floatfmt import cli
-from floatfmt.tour import DOUBLE_ROUNDING_X, run_tour
+from floatfmt.teach.tour import DOUBLE_ROUNDING_X, run_tour
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -7,7 +7,7 @@ import pytest
 
 import floatfmt as ff
 from floatfmt import cli
-from floatfmt.training import POLICIES, _Run, cli_train, summary_table, train
+from floatfmt.training.loop import POLICIES, _Run, cli_train, summary_table, train
 
 STEPS = 300
 RUNS = ("fp32", "tf32", "bf16", "fp16", "fp16_no_scaling", "fp16_no_master", "fp8")
@@ -170,9 +170,9 @@ def test_errors(capsys):
 
 def test_mx_policy_blocks_each_gemm_along_its_reduction_axis():
     """The MX policy's three matmuls use operands blocked along the GEMM's reduction
-    axis (floatfmt.mxgemm), then the sequential fp32 accumulator; blocking the weights
+    axis (floatfmt.training.mx_gemms), then the sequential fp32 accumulator; blocking the weights
     once along their last axis (one-axis MX) gives other grad-input results."""
-    from floatfmt.mxgemm import mx_gemm_operands
+    from floatfmt.training.mx_gemms import mx_gemm_operands
     run = _Run(POLICIES["mxfp8"], None, acc_block=16)
     rng = np.random.default_rng(3)
     scale = lambda n: 2.0 ** rng.integers(-8, 9, n)  # noqa: E731

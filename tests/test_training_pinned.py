@@ -17,7 +17,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from floatfmt.training import TrainConfig, TrainResult, train
+from floatfmt.training.loop import TrainConfig, TrainResult, train
 
 # (policy, options): (digest prefix, final loss as float.hex()) -- from the OLD code
 PINNED = {

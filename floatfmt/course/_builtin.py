@@ -12,11 +12,11 @@ from numbers import Real
 
 import numpy as np
 
-from .._cast import cast
-from ..codec import decode, encode, next_up, ulp
-from ..exact import parse_string, floor_log2, to_fraction
-from ..numtext import pow2_text as _pow2_or_none
-from .._formats import get_format, hex_code
+from ..core.cast import cast
+from ..core.codec import decode, encode, next_up, ulp
+from ..core.intake import parse_string, floor_log2, to_fraction
+from ..teach.numtext import pow2_text as _pow2_or_none
+from ..core.formats import get_format, hex_code
 from .registry import Exercise, Wrong, register
 
 _Wrong = Wrong
@@ -438,7 +438,7 @@ def _ex_dynamic_loss_scale(answer, init=2.0 ** 16, interval=4, fmt="fp16", seed=
 
 
 # ----------------------------------------------------------------------------- quantisation lab
-# (exercises of notebooks/assignments/10_mx_scale_code and 11_int8_codes; see floatfmt.quantization)
+# (exercises of notebooks/assignments/10_mx_scale_code and 11_int8_codes; see floatfmt.scaling.quantize)
 def mx_block(seed=5, top=0.25) -> np.ndarray:
     """One block of 32 activations whose largest magnitude is the float64 just below
     ``top`` (a power of two); the others are normal with standard deviation top / 5."""
@@ -450,7 +450,7 @@ def mx_block(seed=5, top=0.25) -> np.ndarray:
 
 def _ex_mx_scale_code(answer, fmt="mxfp8_e4m3", seed=5, top=0.25):
     """The E8M0 scale code (biased shared exponent) OCP MX gives ``mx_block(seed, top)``."""
-    from ..quantization import quantize
+    from ..scaling.quantize import quantize
     right = int(quantize(mx_block(seed, top), fmt).scale_codes[0])
     got = _code_string(answer) if isinstance(answer, str) else answer
     if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
@@ -472,7 +472,7 @@ def _ex_mx_scale_code(answer, fmt="mxfp8_e4m3", seed=5, top=0.25):
 def _ex_int8_codes(answer, n=8, seed=7):
     """The symmetric per-tensor int8 codes (-127..127, scale fp32(amax / 127), round to
     nearest even) of the first ``n`` values of activation_sample(seed), amax over all of it."""
-    from ..quantization import quantize
+    from ..scaling.quantize import quantize
     x = activation_sample(seed=seed)
     q = quantize(x, "int8")
     right = [int(c) for c in q.codes[:n]]

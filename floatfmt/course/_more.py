@@ -9,11 +9,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from .._cast import cast
-from ..accumulate import matmul
-from ..delayedscale import DelayedScaling
-from ..quantization import quantize
-from ..tensorcore import get_model
+from ..core.cast import cast
+from ..arith.accumulate import matmul
+from ..training.delayed_scaling import DelayedScaling
+from ..scaling.quantize import quantize
+from ..arith.matrixunit.tensorcore import get_model
 from .registry import Exercise, Wrong, register
 from ._builtin import answer_fraction
 

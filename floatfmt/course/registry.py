@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._names import unknown_name
+from ..core.names import unknown_name
 
 __all__ = ["check", "exercises", "exercise", "variant", "register", "Exercise", "Wrong",
            "CheckResult"]

@@ -42,9 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._cast import cast
-from ..codec import code_dtype, codes_to_values, values_to_codes
-from .._formats import get_format, hex_code
+from ..core.cast import cast
+from ..core.codec import code_dtype, codes_to_values, values_to_codes
+from ..core.formats import get_format, hex_code
 from . import probes as P
 from .fixture import Fixture, default_root, find_fixtures
 
@@ -93,7 +93,7 @@ def nan_codes(codes, fmt) -> list[int]:
 
 
 def tensorcore_available() -> bool:
-    """True when the tensor-core models (``floatfmt.tensorcore``) are present."""
+    """True when the tensor-core models (``floatfmt.arith.matrixunit.tensorcore``) are present."""
     try:
         for name in ("accumulate", "tensorcore"):
             import_module(f"..{name}", __package__)
@@ -121,16 +121,16 @@ def predict_gemm(a, b, params: dict) -> np.ndarray:
     added to an fp32 accumulator with an fp32 add (round to nearest even).  Then the
     epilogue rounds to ``out_fmt`` (nearest even).
     """
-    from ..accumulate import matmul
+    from ..arith.accumulate import matmul
     out_fmt = get_format(params["out_fmt"])
     in_fmt = params["in_fmt"]
     if in_fmt == "fp32" or not params.get("tf32", True):
         r = matmul(a, b, "fp32", acc_fmt="fp32")
     else:
-        from ..tensorcore import get_model
+        from ..arith.matrixunit.tensorcore import get_model
         model = get_model(params["model"], in_fmt)
         if in_fmt.startswith("fp8") and params.get("fast_accum") is False and model.step_fmt is not None:
-            from ..ops import add
+            from ..arith.ops import add
             n = int(params.get("promotion_interval") or FP8_PROMOTION_INTERVAL)
             total = np.zeros((a.shape[0], b.shape[1]))
             for k0 in range(0, a.shape[1], n):
@@ -258,7 +258,7 @@ def _compare_gemm(fx: Fixture, chk: dict, res: CheckResult):
     p = chk["params"]
     if not tensorcore_available() and p.get("tf32", True) is not False:
         res.status = "not compared"
-        res.note = "floatfmt.tensorcore is not available"
+        res.note = "floatfmt.arith.matrixunit.tensorcore is not available"
         return
     in_fmt, out_fmt = p["in_fmt"], get_format(p["out_fmt"])
     form = p.get("form", "dots")
@@ -313,7 +313,7 @@ def _compare_gemm(fx: Fixture, chk: dict, res: CheckResult):
 
 
 def _compare_blockscaled(fx: Fixture, chk: dict, res: CheckResult):
-    from ..tensorcore import block_scaled_mma, tensorcore_models
+    from ..arith.matrixunit.tensorcore import block_scaled_mma, tensorcore_models
     p, arr = chk["params"], chk.get("arrays", {})
     m = tensorcore_models()[p["model"]]
     elem, sfmt = get_format(m.fmt), get_format(m.scale_fmt or "e8m0")
@@ -481,7 +481,7 @@ def replay_measured(root=None, gpus=None) -> list[MeasuredResult]:
     ``ff.mma``: row i is ``a[i] (1 x K) @ b[i] (K x 1) + c[i]`` with the GPU's preset,
     ``acc_fmt`` the output format, and c = 0 where the set records that the instruction
     ran with a zero accumulator.  ``gpus``: only these GPU names.  [] when there is no data."""
-    from ..tensorcore import get_model, mma
+    from ..arith.matrixunit.tensorcore import get_model, mma
     manifest, z = _load_measured(root)
     if manifest is None:
         return []

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .._formats import get_format
+from ..core.formats import get_format
 from . import probes as P
 
 __all__ = ["TORCH_DTYPES", "TorchDevice", "to_codes", "worker_init"]

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._cast import cast
-from ..codec import code_dtype, codes_to_values, values, values_to_codes
-from .._formats import Format, get_format
+from ..core.cast import cast
+from ..core.codec import code_dtype, codes_to_values, values, values_to_codes
+from ..core.formats import Format, get_format
 
 __all__ = ["NAN_PAYLOADS_F32", "f32_codes", "f32_values", "f32_step", "structured_cast_inputs",
            "all_codes", "tf32_operand_values", "Probe", "split_product", "gemm_probes",

@@ -1,7 +1,7 @@
 """floatfmt on torch tensors: the torch layer (imports torch; ``import floatfmt`` does not).
 
 ``floatfmt.cast``, ``encode`` and ``decode`` take tensors directly (the core reaches
-torch only through its array namespace, ``floatfmt._xp``).  This package adds what
+torch only through its array namespace, ``floatfmt.backend.namespace``).  This package adds what
 needs torch itself:
 
 * ``cast(x, fmt, ..., ste=None)``: ``floatfmt.cast`` (re-exported; tensors in, tensors
@@ -19,7 +19,7 @@ needs torch itself:
 [0.1015625, 448.0]
 """
 
-from .._cast import cast
+from ..core.cast import cast
 from .quant import fake_quant
 from .recipe import Recipe, get_recipe, recipes
 from .emulation import (delayed_scaling, emulate, emulating, matmul, unemulate, unscale_grads,

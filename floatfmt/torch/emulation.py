@@ -41,7 +41,7 @@ functional ``matmul`` has no state: a delayed recipe scales its operands from th
 current amax.
 
 The numbers are computed by floatfmt's tensor functions (``ff.cast``, ``ff.quantize``,
-``ff.matmul``, ``ff.sum``) on the tensors themselves, which ``floatfmt.dispatch`` sends
+``ff.matmul``, ``ff.sum``) on the tensors themselves, which ``floatfmt.backend.dispatch`` sends
 to the numpy kernels on zero-copy views for CPU tensors and to the device code for
 tensors on another device (CUDA): a model on a GPU is emulated there, never copied to
 the host.  A step without device code would raise ``NotImplementedError`` naming the
@@ -60,12 +60,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._cast import cast
-from .._formats import get_format
-from ..accumulate import matmul as ff_matmul, sum as ff_sum
-from ..delayedscale import DelayedScaling
-from ..quantization import quantize
-from ..tensorcore import TensorCoreModel, get_model
+from ..core.cast import cast
+from ..core.formats import get_format
+from ..arith.accumulate import matmul as ff_matmul, sum as ff_sum
+from ..training.delayed_scaling import DelayedScaling
+from ..scaling.quantize import quantize
+from ..arith.matrixunit.tensorcore import TensorCoreModel, get_model
 from .recipe import Recipe, get_recipe
 
 __all__ = ["emulate", "unemulate", "emulating", "matmul", "update_scales", "unscale_grads",

@@ -38,11 +38,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .._block_formats import get_block_format, is_block_format
-from .._formats import get_format
-from .._names import unknown_name
-from ..accumulate import ORDERS
-from ..tensorcore import TensorCoreModel, get_model
+from ..core.block_formats import get_block_format, is_block_format
+from ..core.formats import get_format
+from ..core.names import unknown_name
+from ..arith.accumulate import ORDERS
+from ..arith.matrixunit.tensorcore import TensorCoreModel, get_model
 
 __all__ = ["Recipe", "RECIPES", "SCALINGS", "get_recipe", "recipes"]
 

@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 import floatfmt as ff
-from floatfmt.codec import values_to_codes
+from floatfmt.core.codec import values_to_codes
 
 SPECIALS = ["0", "-0", "0.0e5", "inf", "-inf", "Infinity", "nan", "1e400", "-1e400", "1e-500", "-1e-500", "1e99999", "-1e-99999",
             "0.1", "-0.1", "1", "-1", "0.5", "3", "1_000", ".5", "5.", "1E-3", "0x1.8p1", "-0x1p-3", "+2.5",

@@ -1,7 +1,7 @@
 """A slow, independent tensor-core model: one dot product at a time, Python integers only.
 
 It follows ``reference/tensor_cores.md`` step by step and shares no code with
-``floatfmt.tensorcore`` (no numpy arithmetic, no floatfmt rounding).  Every
+``floatfmt.arith.matrixunit.tensorcore`` (no numpy arithmetic, no floatfmt rounding).  Every
 value is an exact pair (integer m, exponent e) meaning ``m * 2**e``.  Format
 facts come from the small table below, written from the format definitions.
 

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from ..._formats import get_format
-from ...codec import values_to_codes
-from ...packing import pack
-from ...tensorcore import block_scaled_mma, tensorcore_models
+from ...core.formats import get_format
+from ...core.codec import values_to_codes
+from ...core.packing import pack
+from ...arith.matrixunit.tensorcore import block_scaled_mma, tensorcore_models
 from .. import probes as P
 from ..fixture import array_key
 from .context import Context

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...codec import codes_to_values, values_to_codes
-from ..._formats import get_format
+from ...core.codec import codes_to_values, values_to_codes
+from ...core.formats import get_format
 from .. import probes as P
 from ..compare import nan_codes, predict_cast, same_bits
 from ..fixture import array_key

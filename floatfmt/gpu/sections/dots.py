@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...codec import code_dtype, codes_to_values
-from ..._formats import get_format
+from ...core.codec import code_dtype, codes_to_values
+from ...core.formats import get_format
 from .. import probes as P
 from ..compare import predict_dots, predict_gemm, same_bits, tensorcore_available
 from ..fixture import array_key
@@ -95,7 +95,7 @@ def _predict_dots_async(ctx: Context, rec: dict, a_vals: np.ndarray, b_vals: np.
     params = rec["params"]
     name = rec["name"]
     if not tensorcore_available() and params.get("tf32", True):
-        rec.update(matches=None, mismatches=None, note="not compared: floatfmt.tensorcore is missing")
+        rec.update(matches=None, mismatches=None, note="not compared: floatfmt.arith.matrixunit.tensorcore is missing")
         return
     spec = {"id": name, "form": "dots", "params": params, "a": a_vals, "b": b_vals, "deadline": ctx.deadline}
 

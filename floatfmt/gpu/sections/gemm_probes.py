@@ -21,10 +21,10 @@ PROMOTION_POSITIONS = {1024: (0, 1, 31, 32, 63, 64, 100, 127, 128, 129, 255, 256
 
 def model_blocks(model: str) -> dict:
     """Block size L per input format of a tensor-core preset (the reference file's
-    H100 values when floatfmt.tensorcore is missing or lacks the format)."""
+    H100 values when floatfmt.arith.matrixunit.tensorcore is missing or lacks the format)."""
     out = dict(P.DEFAULT_BLOCKS)
     try:
-        from ...tensorcore import get_model
+        from ...arith.matrixunit.tensorcore import get_model
     except ImportError:
         return out
     for fmt in out:

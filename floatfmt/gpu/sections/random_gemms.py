@@ -12,8 +12,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..._formats import Format, get_format
-from ...codec import code_dtype
+from ...core.formats import Format, get_format
+from ...core.codec import code_dtype
 from .. import probes as P
 from ..compare import same_bits, tensorcore_available
 from ..fixture import FixtureWriter, array_key
@@ -79,7 +79,7 @@ def _random_check(ctx: Context, name: str, in_fmt: str, out_fmt: str, fast: bool
     ctx.log(f"  {name}: {len(plan)} matmuls, K = {[p['k'] for p in plan]}, {cases} dot products"
             + (f", NOT deterministic ({nondet} outputs differ)" if nondet else ", deterministic"))
     if not tensorcore_available():
-        rec.update(matches=None, mismatches=None, note="not compared: floatfmt.tensorcore is missing")
+        rec.update(matches=None, mismatches=None, note="not compared: floatfmt.arith.matrixunit.tensorcore is missing")
         return
     _submit_predictions(ctx, rec, get_format(out_fmt))
 

@@ -12,10 +12,10 @@ import time
 
 import numpy as np
 
-from ..._cast import cast
-from ..._formats import Format, get_format
+from ...core.cast import cast
+from ...core.formats import Format, get_format
 from ..._version import __version__ as FLOATFMT_VERSION
-from ...codec import code_dtype, codes_to_values, values_to_codes
+from ...core.codec import code_dtype, codes_to_values, values_to_codes
 from ..device import TORCH_DTYPES, to_codes
 from ..fixture import array_key
 from .casts import CAST_TARGETS, overflow_policy

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._cast import cast
-from ..._formats import get_format
-from ...codec import codes_to_values
+from ...core.cast import cast
+from ...core.formats import get_format
+from ...core.codec import codes_to_values
 from .. import probes as P
 from .context import Context
 from .dots import dots_check

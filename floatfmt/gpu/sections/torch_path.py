@@ -18,7 +18,7 @@ numpy path per element (target: at least 100x), and a 4096^3 bf16 GEMM under
 ``model="h100"`` (target: under 10 s).
 
 In a dry run (``--dry-run``: torch on the CPU) the "device" calls run under
-``floatfmt.dispatch.force_namespace``, so the CPU runs exactly the code CUDA runs,
+``floatfmt.backend.dispatch.force_namespace``, so the CPU runs exactly the code CUDA runs,
 on small sizes.  The results go to ``summary.json`` under ``torch_path``: a list of
 checks (name, cases, mismatches, status, note, seconds) and the timings (kept apart
 from ``checks``, whose records replay GPU kernels against predictions).
@@ -32,16 +32,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..._cast import cast
-from ...accumulate import matmul, sum as acc_sum
-from ...codec import decode, encode
-from ...dispatch import force_namespace
-from ..._formats import get_format
-from ...ops import add, div, fma, sqrt
-from ...rounding import MODES, STOCHASTIC, resolve_overflow
-from ...quantization import quantize
-from ...quantized import dequantize
-from ...tensorcore import mma, tensorcore_models
+from ...core.cast import cast
+from ...arith.accumulate import matmul, sum as acc_sum
+from ...core.codec import decode, encode
+from ...backend.dispatch import force_namespace
+from ...core.formats import get_format
+from ...arith.ops import add, div, fma, sqrt
+from ...core.rounding import MODES, STOCHASTIC, resolve_overflow
+from ...scaling.quantize import quantize
+from ...scaling.quantized_tensor import dequantize
+from ...arith.matrixunit.tensorcore import mma, tensorcore_models
 from .context import Context
 
 __all__ = ["NAME", "run", "torch_section", "CAST_FORMATS"]
