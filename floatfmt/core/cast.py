@@ -11,8 +11,9 @@ from ..backend.dispatch import check_tensors
 from .intake import Exact, holds, to_exact
 from .formats import FormatLike, get_format
 from .types import Overflow, RngLike, Values
-from .rounding import (STOCHASTIC, Decision, decide, make_rng, resolve_mode, resolve_overflow,
-                       round_values)
+from .round_f32 import cast_float32
+from .rounding import STOCHASTIC, make_rng, resolve_mode, resolve_overflow, round_values
+from .decision import Decision, decide
 
 __all__ = ["cast", "round_exact", "rounding_decision", "tensor_exact"]
 
@@ -124,6 +125,7 @@ def rounding_decision(x, fmt, rounding="nearest_even", overflow=None, ftz=False,
                   sr_bits=sr_bits, sticky=sticky, resid=resid, stored=stored)
 
 
+# size: the public entry: a long docstring (the whole rule, with doctests) over a short body
 def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
          ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None,
          dtype: Any = None, ste: str | None = None, sr_random: Any = None) -> Values:
@@ -189,6 +191,10 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     True
     """
     fmt = get_format(fmt)
+    if dtype is None and ste is None and sr_random is None:  # float32 in and out: round_f32
+        r = cast_float32(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+        if r is not None:
+            return r
     if is_tensor(x):
         ex = tensor_exact(x)
         r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits, sr_random)
