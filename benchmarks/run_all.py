@@ -1,12 +1,12 @@
-"""Every benchmark table in one run: the machine, a plain copy, then cast, ops, matmul
-and scaling (block quantisation) tables, and the threads table (1 vs N threads per
-path, with the targets of issue 14).
+"""Every benchmark table in one run: the machine, a plain copy, then cast, float32 cast
+(against ml_dtypes and torch), ops, matmul and scaling (block quantisation) tables, and
+the threads table (1 vs N threads per path, with the targets of issue 14).
 
     python benchmarks/run_all.py            # full sizes (several minutes)
     python benchmarks/run_all.py --quick    # 10x smaller inputs
 
 The README's Speed section is regenerated from this output.  Each table is the
-script of the same name (bench_cast, bench_ops, bench_matmul, bench_scaling) called
+script of the same name (bench_cast, bench_f32, bench_ops, bench_matmul, bench_scaling) called
 with the sizes below; the header gives the core count and the speed of a plain
 float64 copy, the floor every elementwise ratio is measured against.
 """
@@ -26,6 +26,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 import bench_cast  # noqa: E402
+import bench_f32  # noqa: E402
 import bench_matmul  # noqa: E402
 import bench_ops  # noqa: E402
 import bench_scaling  # noqa: E402
@@ -73,6 +74,8 @@ def main(argv=None):
     t0 = time.perf_counter()
     section("cast (bench_cast.py)")
     bench_cast.main(["--n", str(1e7 / q), "--repeat", rep])
+    section("float32 in, float32 out, against ml_dtypes and torch (bench_f32.py)")
+    bench_f32.main(["--n", str(2 ** 24 // q), "--repeat", rep])
     section("elementwise ops and matmul (bench_ops.py)")
     bench_ops.main(["--n", str(1e6 / q), "--repeat", rep] + (["--size", "128"] if q > 1 else []))
     section("matmul models, fast kernel vs general path (bench_matmul.py)")

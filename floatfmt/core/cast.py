@@ -12,6 +12,7 @@ from .intake import Exact, holds, to_exact
 from .labeled import is_labeled, relabel, values_of
 from .formats import FormatLike, get_format
 from .types import Overflow, RngLike, Values
+from .round_f32 import cast_float32
 from .decision import Decision, decide
 from .rounding import STOCHASTIC, make_rng, resolve_mode, resolve_overflow, round_values
 
@@ -211,6 +212,10 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     if is_labeled(x):  # a pandas Series / DataFrame: same values rule, labels kept
         return relabel(x, cast(values_of(x), fmt, rounding, overflow, ftz, daz, rng, sr_bits=sr_bits,
                                dtype=dtype, ste=ste, sr_random=sr_random))
+    if dtype is None and ste is None and sr_random is None:  # float32 in and out: round_f32
+        r = cast_float32(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
+        if r is not None:
+            return r
     if is_tensor(x):
         ex = tensor_exact(x)
         r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits, sr_random)

@@ -63,7 +63,8 @@ from .modes import (CHUNK, MODE_ALIASES, MODES, OVERFLOWS, P3109_SR, STOCHASTIC,
 from .rounding_fast import chunk_buffers, fast_chunk, fast_plan, sticky_ok
 
 __all__ = ["MODES", "OVERFLOWS", "STOCHASTIC", "resolve_mode", "resolve_overflow", "make_rng",
-           "round_values", "resid_class", "OBSERVER", "round_chunk", "daz_flush"]
+           "round_values", "resid_class", "OBSERVER", "round_chunk", "daz_flush",
+           "round_block"]
 
 #: Set only inside a ``floatfmt.flags()`` block (by ``floatfmt.core.flags``): a callable that
 #: ``round_values`` calls after each rounding as ``observer(x, fmt, mode, policy, ftz,
@@ -566,6 +567,16 @@ def _round_tensor(x, fmt, mode, overflow, ftz, daz_below, rng, sr_bits, sticky, 
 
 
 _TORCH_CHUNK = 1 << 18
+
+
+def round_block(xf, res, fmt: Format, mode, policy, ftz=False, daz_below=None, rng=None,
+                sr_bits=None) -> None:
+    """Round the flat float64 array ``xf`` (exact values, at most ``threads.BLOCK`` of them)
+    into the float64 array ``res`` as ``round_values`` rounds one block of that size (the
+    same chunks, the same random draws from ``rng``); canonical mode and policy; no
+    observer is called.  For ``floatfmt.core.round_f32``'s blocks."""
+    with np.errstate(all="ignore"):
+        _round_all(xf, None, res, fmt, mode, policy, ftz, daz_below, rng, sr_bits)
 
 
 # ------------------------------------------------------------------------- the chunk loop
