@@ -24,7 +24,7 @@ GIVEN = {
     "scheme": "bogus", "granularity": "channel", "calibration": "percentile", "percentile": 50.0,
     "scale": 2.0, "zero_point": 3, "margin": 1, "pow2_scale": True, "narrow_range": False,
     "scale_rounding": "ceil", "overflow": "inf", "tensor_scale": 0.5, "group_size": 8,
-    "block": (2, 2),
+    "block": (2, 2), "scale_convention": "te",
 }
 
 # options that apply, by kind (axis, rounding and rng apply to every kind)
@@ -32,7 +32,7 @@ APPLIES = {
     "int": {"scheme", "granularity", "calibration", "percentile", "scale", "zero_point", "margin",
             "pow2_scale", "narrow_range", "group_size", "block"},
     "float": {"scheme", "granularity", "calibration", "percentile", "scale", "margin",
-              "pow2_scale", "overflow", "group_size", "block"},
+              "pow2_scale", "overflow", "group_size", "block", "scale_convention"},
     "mx": {"scale_rounding"},
     "nvfp4": {"tensor_scale"},
 }
@@ -41,7 +41,8 @@ EXAMPLE = {"int": "int8", "float": "fp8_e4m3", "mx": "mxfp8_e4m3", "nvfp4": "nvf
 HOME = {"scheme": "integer", "granularity": "integer", "calibration": "integer",
         "percentile": "integer", "scale": "integer", "zero_point": "integer", "margin": "integer",
         "pow2_scale": "integer", "narrow_range": "integer", "scale_rounding": "MX",
-        "overflow": "float", "tensor_scale": "nvfp4", "group_size": "integer", "block": "integer"}
+        "overflow": "float", "tensor_scale": "nvfp4", "group_size": "integer", "block": "integer",
+        "scale_convention": "float"}
 
 PAIRS = [(kind, opt) for kind in EXAMPLE for opt in GIVEN if opt not in APPLIES[kind]]
 
@@ -52,7 +53,7 @@ def test_the_table_covers_every_option():
             if p.kind is p.KEYWORD_ONLY}
     # ste (the tensor gradient rule) applies to every kind
     assert opts == set(GIVEN) | {"axis", "rounding", "rng", "ste"}
-    assert len(PAIRS) == 33
+    assert len(PAIRS) == 36  # scale_convention (float only): three more pairs
 
 
 @pytest.mark.parametrize("kind, opt", PAIRS)
