@@ -95,7 +95,7 @@ def nan_codes(codes, fmt) -> list[int]:
 def tensorcore_available() -> bool:
     """True when the tensor-core models (``floatfmt.arith.matrixunit.tensorcore``) are present."""
     try:
-        for name in ("accumulate", "tensorcore"):
+        for name in ("arith.accumulate", "arith.matrixunit.tensorcore"):
             import_module(f"..{name}", __package__)
     except ImportError:
         return False
