@@ -35,5 +35,5 @@ def test_decimal_string_example_differs_from_its_double():
 
 
 def test_readme_says_how_long_the_tests_take_and_how_to_get_cpu_torch():
-    assert re.search(r"20-45 minutes on 2 CPU cores", README)
+    assert re.search(r"about [0-9]+-[0-9]+ minutes on 2 CPU cores", README)
     assert "download.pytorch.org/whl/cpu" in README
