@@ -333,22 +333,29 @@ def fields_device(obj: Any) -> Any:
 
 
 def tensor_method(obj: Any, name: str, *args: Any,
-                  device_impl: Callable[..., Any] | None = None) -> Any:
+                  device_impl: Callable[..., Any] | None = None,
+                  portable: bool = False) -> Any:
     """``obj.name(*args)`` for a dataclass holding tensors (see ``fields_device``): on a
     CPU device the numpy method runs on a copy of ``obj`` whose fields are views of the
     tensors, and its result comes back as a tensor; a torch dtype among ``args`` is
     applied to the float64 result.  Other devices (or CPU under ``force_namespace``)
-    call ``device_impl(obj, *args)``, or raise NotImplementedError without one.  The
+    call ``device_impl(obj, *args)``, or with ``portable`` the method's body
+    ``obj._name(*args)`` (written over the array namespace, the same body the numpy
+    method runs) on the tensors; else raise NotImplementedError.  The
     result carries the straight-through gradient of the tensor ``obj`` was made from
     (``STE_SOURCE``), when that one requires grad."""
     if compiling():
-        return run_eager(tensor_method, obj, name, *args, device_impl=device_impl)
+        return run_eager(tensor_method, obj, name, *args, device_impl=device_impl,
+                         portable=portable)
     device = fields_device(obj)
     cls = type(obj).__name__
     if not host_kernels_device(device):
-        if device_impl is None:
+        if portable:
+            r = getattr(obj, "_" + name)(*args)
+        elif device_impl is None:
             raise _no_device_code(f"{cls}.{name}", device)
-        r = device_impl(obj, *args)
+        else:
+            r = device_impl(obj, *args)
     else:
         torch = _torch()
         dtypes = [a for a in args if isinstance(a, torch.dtype)]
@@ -397,7 +404,8 @@ def _resolve_impl(impl: Callable[..., Any] | str) -> Callable[..., Any]:
 
 def tensor_entry(name: str, operands: tuple[str, ...],
                  device_impl: Callable[..., Any] | str | None = None,
-                 ste: bool = False, codes: bool = False) -> Callable[[F], F]:
+                 ste: bool = False, codes: bool = False,
+                 portable: bool = False) -> Callable[[F], F]:
     """Decorator: make the numpy-path function take torch tensors (the rule above).
 
     ``operands``: the names of the parameters that may hold arrays; any other keyword
@@ -414,6 +422,12 @@ def tensor_entry(name: str, operands: tuple[str, ...],
     ``tensorcore``'s model registry), which could not be imported back without an
     import cycle.
 
+    ``portable``: ``fn`` is written once over the array namespace (``xp =
+    namespace(x)``), so on other devices (or CPU under ``force_namespace``) ``fn``
+    itself runs on the tensors as given: one implementation of the rule, the CPU
+    tensors' numpy path and the device path being the same body on two namespaces.
+    (``device_impl`` is then not given.)
+
     ``codes``: the tensor operands are bit patterns (``pack``, ``unpack``): float and bool
     tensors are refused with a TypeError naming their dtype, before any widening.
 
@@ -421,6 +435,10 @@ def tensor_entry(name: str, operands: tuple[str, ...],
     carries its identity straight-through gradient, and a dataclass result keeps it
     (``STE_SOURCE``) for ``tensor_method`` (``quantize(x).dequantize()``).
     """
+    if portable and device_impl is not None:
+        raise ValueError(f"tensor_entry({name!r}): a portable function is its own device code; "
+                         "give portable=True or device_impl, not both")
+
     def wrap(fn: F) -> F:
         params = list(inspect.signature(fn).parameters)
         where = [(params.index(p), p) for p in operands]
@@ -453,6 +471,8 @@ def tensor_entry(name: str, operands: tuple[str, ...],
                 host_r = fn(*args, **kwargs)
                 r = from_host(host_r, device)
                 limits_of = host_r
+            elif portable:
+                r = limits_of = fn(*args, **kwargs)
             elif device_impl is None:
                 raise _no_device_code(f"floatfmt.{name}", device)
             else:
