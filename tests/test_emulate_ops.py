@@ -667,11 +667,11 @@ def test_torch_transformer_encoder_layer_is_emulated():
 
 @pytest.mark.parametrize("fmt", ["bf16", "fp16"])
 def test_the_float32_operand_cast_equals_ff_cast_on_every_boundary(fmt):
-    """The float32 shortcut of operand casts (numpy / ml_dtypes) against ff.cast (the
-    MPFR-checked numpy path): every value of the format, every midpoint between two
+    """The operand casts of emulation (``ff.cast(float32 tensor, fmt, dtype=float64)``,
+    which takes cast's float32 route) against ff.cast of the same values as float64 (the
+    MPFR-checked general route): every value of the format, every midpoint between two
     neighbours and the float32 values on either side of each, the overflow threshold,
-    Inf and NaN -- zero mismatches."""
-    from floatfmt.torch.emulation import rne_float32
+    Inf and NaN -- zero mismatches, for tensors and numpy arrays."""
     codes = np.arange(2 ** 16, dtype=np.uint32)
     if fmt == "bf16":
         vals = (codes << 16).view(np.float32)
@@ -683,11 +683,13 @@ def test_the_float32_operand_cast_equals_ff_cast_on_every_boundary(fmt):
     cases = np.concatenate([(bits + d).view(np.float32) for d in (-1, 0, 1)]
                            + [np.array([65519.996, 65520.0, 65520.004, 3.4e38, -np.inf, np.inf, np.nan],
                                        np.float32)])
-    got = rne_float32(torch.from_numpy(cases), fmt).numpy()
     with np.errstate(invalid="ignore"):  # ff.cast's own numpy warning on the NaN input
         want = np.asarray(ff.cast(cases.astype(np.float64), fmt), np.float64)
-    bad = ~((got == want) | (np.isnan(got) & np.isnan(want)))
-    assert int(bad.sum()) == 0, cases[bad][:10]
+        for got in (ff.cast(torch.from_numpy(cases), fmt, dtype=torch.float64).numpy(),
+                    ff.cast(cases, fmt, dtype=np.float64)):
+            assert got.dtype == np.float64
+            bad = ~((got == want) | (np.isnan(got) & np.isnan(want)))
+            assert int(bad.sum()) == 0, cases[bad][:10]
 
 
 def test_a_layer_called_on_its_own_is_emulated_and_exceptions_switch_the_mode_off():

@@ -173,6 +173,34 @@ def test_threads_tensors_and_shapes_equal_the_general_route(name):
     assert ff.cast(np.ones(0, np.float32), name).dtype == np.float32
 
 
+@pytest.mark.parametrize("name", ["bf16", "fp16", "fp8_e4m3", "fp4_e2m1"])
+def test_dtype_float64_takes_the_float32_route_with_the_same_bits(name):
+    """``dtype=`` float64 / float32 (numpy, torch or a name) on float32 input: the
+    float32 route, widened exactly; the same values as the general route, every
+    deterministic mode; other dtypes (float16) keep the general route (the route is not called)."""
+    torch = pytest.importorskip("torch")
+    x = sample(name)
+    calls = []
+    old = C.cast_float32
+    C.cast_float32 = lambda *a, **k: calls.append(1) or old(*a, **k)
+    try:
+        for mode in DET_MODES:
+            want = general(x, name, mode, dtype=np.float64)
+            for d in (np.float64, "float64", np.dtype("float64")):
+                got = ff.cast(x, name, mode, dtype=d)
+                assert got.dtype == np.float64 and same_bits(got, want).all(), (mode, d)
+            t = ff.cast(torch.from_numpy(x), name, mode, dtype=torch.float64)
+            assert t.dtype == torch.float64 and same_bits(t.numpy(), want).all(), mode
+            assert same_bits(ff.cast(x, name, mode, dtype=np.float32), want).all()
+        n = len(calls)
+        assert n == len(DET_MODES) * 5
+        assert ff.cast(x[:4], name, dtype=np.float16).dtype == np.float16
+        assert len(calls) == n and old(x[:4].astype(np.float64), ff.get_format(name),
+                                          "nearest_even", None, False, False, None, None) is None
+    finally:
+        C.cast_float32 = old
+
+
 def test_the_general_route_keeps_what_round_f32_does_not_take():
     """dtype=, a tensor that requires grad, wrap, sr_random, formats float32 lacks."""
     torch = pytest.importorskip("torch")

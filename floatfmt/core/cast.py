@@ -19,6 +19,33 @@ from .rounding import STOCHASTIC, make_rng, resolve_mode, resolve_overflow, roun
 __all__ = ["cast", "round_exact", "rounding_decision", "tensor_exact"]
 
 
+def _widens_float32(dtype: Any) -> bool:
+    """Whether ``cast(..., dtype=dtype)`` may take the float32 route: no dtype, or one
+    that holds every float32 exactly (float32 or float64, numpy or torch; widening the
+    float32 result to it is exact, so the bits are those of the general route)."""
+    if dtype is None:
+        return True
+    if is_tensor_dtype(dtype):
+        return str(dtype) in ("torch.float32", "torch.float64")
+    try:
+        return np.dtype(dtype) in (np.float32, np.float64)
+    except TypeError:
+        return False  # not a dtype: the general route reports it
+
+
+def is_tensor_dtype(dtype: Any) -> bool:
+    """Whether ``dtype`` is a ``torch.dtype`` (checked without importing torch)."""
+    return type(dtype).__module__.startswith("torch")
+
+
+def _as_dtype(r: Any, dtype: Any) -> Any:
+    """The float32 result ``r`` (array or tensor) in ``dtype`` (see ``_widens_float32``)."""
+    if is_tensor(r):
+        xp = namespace(r)
+        return xp.astype(r, xp.dtype_of(dtype))
+    return r.astype(dtype)
+
+
 def round_exact(ex, fmt, rounding="nearest_even", overflow=None, ftz=False, daz=False,
                 rng=None, sr_bits=None, sr_random=None):
     """Round an ``Exact`` record to ``fmt``; returns a float64 array (shape kept).
@@ -212,10 +239,10 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     if is_labeled(x):  # a pandas Series / DataFrame: same values rule, labels kept
         return relabel(x, cast(values_of(x), fmt, rounding, overflow, ftz, daz, rng, sr_bits=sr_bits,
                                dtype=dtype, ste=ste, sr_random=sr_random))
-    if dtype is None and ste is None and sr_random is None:  # float32 in and out: round_f32
+    if ste is None and sr_random is None and _widens_float32(dtype):  # float32 in: round_f32
         r = cast_float32(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits)
         if r is not None:
-            return r
+            return r if dtype is None else _as_dtype(r, dtype)
     if is_tensor(x):
         ex = tensor_exact(x)
         r = round_exact(ex, fmt, rounding, overflow, ftz, daz, rng, sr_bits, sr_random)

@@ -73,7 +73,7 @@ from .recipe import Recipe, get_recipe
 
 __all__ = ["matmul", "unscale_grads", "Operand", "quantize_operand", "gemm", "fast_gemm",
            "linear_forward", "linear_backward", "matmul_forward", "matmul_backward",
-           "values_of", "as_dtype", "rne_float32"]
+           "values_of", "as_dtype"]
 
 
 # ------------------------------------------------------------------ tensors in and out
@@ -114,9 +114,8 @@ def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
     recipe's quantiser options: ``r.operand_options(role)``)."""
     opts = r.operand_options(role)
     if r.scaling == "none":
-        c: Any = None if opts else rne_float32(v, fmt)  # the shortcut is RNE only
-        if c is None:
-            c = cast(v, fmt, dtype=torch.float64, **opts)  # a tensor in, a tensor out
+        # a tensor in, a tensor out (float32 CPU tensors take cast's float32 route)
+        c: Any = cast(v, fmt, dtype=torch.float64, **opts)
         return Operand(c, 1.0, fmt)
     if r.scaling == "block":
         q = quantize(v, fmt, axis=axis, **opts)
@@ -168,22 +167,6 @@ def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
 _ML_DTYPES = ("bf16", "fp16")
 
 
-def rne_float32(v: torch.Tensor, fmt: str) -> torch.Tensor | None:
-    """``ff.cast(v, fmt)`` (round to nearest even, the format's own overflow: Inf) as a
-    float64 tensor for a float32 CPU tensor and ``fmt`` bf16 / fp16 / fp32, by numpy and
-    ml_dtypes' casts (one IEEE rounding from float32, the same bits:
-    tests/test_emulate_ops.py checks them on every float32 boundary case); None otherwise."""
-    if v.dtype != torch.float32 or not host_kernels(v) or fmt not in ("bf16", "fp16", "fp32"):
-        return None
-    import numpy as np
-    a = v.detach().numpy()
-    if fmt != "fp32":
-        import ml_dtypes
-        with np.errstate(over="ignore", invalid="ignore"):  # Inf past the top, as the format has it
-            a = a.astype(ml_dtypes.bfloat16 if fmt == "bf16" else np.float16)
-    return torch.from_numpy(a.astype(np.float64))
-
-
 def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | None,
               out_fmt: str) -> torch.Tensor:
     """A recipe's ``gemm="fast"``: the quantised operands ``a @ b`` summed by torch's
@@ -200,13 +183,10 @@ def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | 
         if c is not None:
             c32 = c.to(torch.float32)
             exact32 = bool(torch.equal(c32.to(torch.float64), c.to(torch.float64)))
-            cq = rne_float32(c32, out_fmt) if exact32 else None
-            if cq is None:
-                cq = cast(c, out_fmt, dtype=torch.float64)
+            cq = cast(c32 if exact32 else c, out_fmt, dtype=torch.float64)
             acc32 = cq.numpy().astype(np.float32) + acc32
         t32 = torch.from_numpy(np.ascontiguousarray(acc32, np.float32))
-        fast = rne_float32(t32, out_fmt)
-        res: Any = fast if fast is not None else cast(t32, out_fmt, dtype=torch.float64)
+        res: Any = cast(t32, out_fmt, dtype=torch.float64)
         return res
     else:
         keep = torch.backends.cuda.matmul.allow_tf32  # the device path (CUDA, or forced on CPU)
