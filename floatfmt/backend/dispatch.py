@@ -402,6 +402,8 @@ def _resolve_impl(impl: Callable[..., Any] | str) -> Callable[..., Any]:
     return impl
 
 
+# size: the docstring states the whole rule of how tensors reach a function (host view,
+# portable body, device code, straight-through gradients), beside the code that does it
 def tensor_entry(name: str, operands: tuple[str, ...],
                  device_impl: Callable[..., Any] | str | None = None,
                  ste: bool = False, codes: bool = False,
