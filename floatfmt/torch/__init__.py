@@ -35,7 +35,8 @@ from .emulation import matmul, unscale_grads
 from .interception import (delayed_scaling, emulate, emulating, emulation_report, unemulate,
                            update_scales)
 from .report import EmulationReport
+from .distributed import amax_all_reduce
 
-__all__ = ["cast", "fake_quant", "emulate", "unemulate", "emulating", "emulation_report",
+__all__ = ["amax_all_reduce", "cast", "fake_quant", "emulate", "unemulate", "emulating", "emulation_report",
            "EmulationReport", "matmul", "Recipe", "get_recipe", "recipes", "update_scales",
            "unscale_grads", "delayed_scaling"]

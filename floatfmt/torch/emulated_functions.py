@@ -46,6 +46,8 @@ class Emulation:
     modes: list = field(default_factory=list)
     under_autocast: dict = field(default_factory=dict)
     warned: bool = False
+    #: ``emulate``'s ``amax_group`` as ``DelayedScaling``'s ``amax_reduction`` (or None)
+    amax_reduction: Any = None
 
     def delayed_for(self, p: torch.Tensor | None) -> DelayedScaling | None:
         r = self.recipe
@@ -55,7 +57,8 @@ class Emulation:
             self.params[id(p)] = p
             self.delayed[id(p)] = DelayedScaling(history_len=r.history_len, algo=r.amax_algo,
                                                  margin=r.margin, fwd_format=r.fwd_fmt,
-                                                 bwd_format=r.bwd_fmt)
+                                                 bwd_format=r.bwd_fmt,
+                                                 amax_reduction=self.amax_reduction)
         return self.delayed[id(p)]
 
     def effective(self, t: torch.Tensor) -> tuple[Recipe, torch.dtype | None]:

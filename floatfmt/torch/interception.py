@@ -66,6 +66,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from .distributed import amax_all_reduce
 from .emulated_functions import Emulation, RoundFunction
 from .op_handlers import HANDLERS
 from .policy import op_class, rounds
@@ -106,9 +107,15 @@ class EmulationMode(TorchFunctionMode):
 
 
 # ------------------------------------------------------------------ emulate / unemulate
-def emulate(model: nn.Module, recipe: str | Recipe) -> nn.Module:
+def emulate(model: nn.Module, recipe: str | Recipe, *, amax_group: Any = None) -> nn.Module:
     """Run every GEMM-like op of ``model`` (forward and backward) under ``recipe`` (a name
     of ``floatfmt.torch.recipes()`` or a ``Recipe``); returns ``model``.
+
+    ``amax_group`` (recipes with ``scaling="delayed"``, under data parallelism): a
+    ``torch.distributed`` process group over which every delayed-scaling update takes
+    the maximum of the ranks' amaxes, as Transformer Engine's ``fp8_group`` (so all
+    ranks use the same FP8 scales; ``floatfmt.torch.amax_all_reduce``), or a callable
+    ``list of amaxes -> list``; None: each rank scales by its own amaxes.
 
     The modules and parameters stay the same objects (a forward pre-hook and a forward
     hook on each of its modules switch the interception on and off: the whole model or
@@ -132,7 +139,7 @@ def emulate(model: nn.Module, recipe: str | Recipe) -> nn.Module:
         raise TypeError(f"emulate takes an nn.Module, not {type(model).__name__}")
     if any(_ATTR in m.__dict__ for m in model.modules()):
         raise ValueError("the model is already emulated: call unemulate(model) first")
-    em = Emulation(r, EmulationReport(r.name, r.policy))
+    em = Emulation(r, EmulationReport(r.name, r.policy), amax_reduction=_amax_reduction(amax_group))
 
     depth = [0]  # modules of the model now running: the outermost switches the mode
 
@@ -170,13 +177,25 @@ def unemulate(model: nn.Module) -> nn.Module:
 
 
 @contextlib.contextmanager
-def emulating(model: nn.Module, recipe: str | Recipe) -> Iterator[nn.Module]:
+def emulating(model: nn.Module, recipe: str | Recipe, *,
+              amax_group: Any = None) -> Iterator[nn.Module]:
     """``with emulating(model, "fp8_tensorwise"): ...``: emulate inside the block, restore after."""
-    emulate(model, recipe)
+    emulate(model, recipe, amax_group=amax_group)
     try:
         yield model
     finally:
         unemulate(model)
+
+
+def _amax_reduction(group: Any) -> Any:
+    """``emulate``'s ``amax_group`` as a ``DelayedScaling`` ``amax_reduction``."""
+    pg = getattr(torch.distributed, "ProcessGroup", None) if torch.distributed.is_available() else None
+    if pg is not None and isinstance(group, pg):
+        return amax_all_reduce(group)
+    if group is None or callable(group):
+        return group
+    raise TypeError("amax_group must be a torch.distributed process group, a callable or None, "
+                    f"not {type(group).__name__}")
 
 
 def emulation_report(model: nn.Module) -> EmulationReport:

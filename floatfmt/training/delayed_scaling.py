@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +30,13 @@ class DelayedScaling:
     (``"most_recent"``).  Forward tensors use ``fwd_format`` (E4M3), gradients
     ``bwd_format`` (E5M2): TE's HYBRID format.  (TE's default window is 1024 steps.)
 
+    ``amax_reduction``: data-parallel training (TE's ``reduce_amax`` over its
+    ``fp8_group``).  A callable given the recorded amaxes of one ``update`` (a list of
+    floats, in the order of the sorted tensor names) and returning the list to use
+    instead, e.g. their maximum over every rank
+    (``floatfmt.torch.amax_all_reduce(group)``), so that all ranks compute the same
+    scales; None (the default): each rank its own amax.
+
     Non-finite and empty tensors follow TE's amax kernel and its
     ``amax_and_scale_update``: ``amax(x)`` is the largest ``|x|`` over the elements
     that are not NaN (NaN elements are skipped, as ``fmaxf`` skips them; an Inf makes
@@ -51,7 +59,7 @@ class DelayedScaling:
 
     def __init__(self, history_len: int = 16, algo: str = "max", margin: int = 0,
                  fwd_format: FormatLike = "fp8_e4m3", bwd_format: FormatLike = "fp8_e5m2",
-                 pow2_scale: bool = False) -> None:
+                 pow2_scale: bool = False, amax_reduction: Any = None) -> None:
         if not isinstance(history_len, (int, np.integer)) or history_len < 1:
             raise ValueError(f"history_len must be a positive integer, not {history_len!r}")
         self.history_len = int(history_len)
@@ -61,6 +69,10 @@ class DelayedScaling:
         self.margin = int(margin)
         self.formats = {"forward": get_format(fwd_format), "backward": get_format(bwd_format)}
         self.pow2_scale = bool(pow2_scale)
+        if amax_reduction is not None and not callable(amax_reduction):
+            raise TypeError("amax_reduction must be a callable (list of amaxes -> list), not "
+                            f"{type(amax_reduction).__name__}")
+        self.amax_reduction = amax_reduction
         self._scale: dict[str, float] = {}
         self._history: dict[str, list[float]] = {}
         self._pending: dict[str, float] = {}
@@ -96,7 +108,16 @@ class DelayedScaling:
         return q
 
     def update(self) -> dict[str, float]:
-        """End of a step: roll every window, recompute the scales; returns them."""
+        """End of a step: roll every window, recompute the scales; returns them.
+        With ``amax_reduction``, the recorded amaxes are replaced by what it returns
+        first (one call per update, with every rank's tensors in the same order)."""
+        if self.amax_reduction is not None and self._pending:
+            names = sorted(self._pending)
+            got = [float(a) for a in self.amax_reduction([self._pending[n] for n in names])]
+            if len(got) != len(names):
+                raise ValueError(f"amax_reduction returned {len(got)} values for "
+                                 f"{len(names)} amaxes")
+            self._pending = dict(zip(names, got))
         for name, amax in self._pending.items():
             h = self._history.setdefault(name, [])
             h.append(amax)
