@@ -23,7 +23,7 @@ torch = pytest.importorskip("torch")
 import floatfmt as ff  # noqa: E402
 import floatfmt.torch as fft  # noqa: E402
 from conftest import all_same  # noqa: E402
-from oracles.block_scaling import fp32_rne  # noqa: E402
+from oracles.block_scaling import fp32_rne, rne  # noqa: E402
 
 
 # ------------------------------------------------------------------ loss scaling
@@ -103,17 +103,8 @@ def test_loss_scaler_unscale_refuses_twice_and_fp16():
 
 # ------------------------------------------------------------------ fake_quant dtype
 def _bf16_rne(fr: Fraction) -> Fraction:
-    """Fraction rounded to the nearest bfloat16 (8 significant bits, ties to even; normal
-    range, which every value here is in)."""
-    if fr == 0:
-        return Fraction(0)
-    a = abs(fr)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Fraction(2) ** e > a:
-        e -= 1
-    quantum = Fraction(2) ** (e - 7)
-    r = round(a / quantum) * quantum
-    return r if fr > 0 else -r
+    """Fraction rounded to the nearest bfloat16 (8 significant bits, ties to even)."""
+    return rne(fr, 7, -126)
 
 
 @pytest.mark.parametrize("fmt", ["int8", "uint8", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1"])

@@ -13,18 +13,25 @@ import ml_dtypes
 import numpy as np
 
 
-def fp32_rne(fr: Fraction) -> Fraction:
-    """Fraction rounded to the nearest fp32 value (ties to even), finite range only."""
+def rne(fr: Fraction, mbits: int, emin: int) -> Fraction:
+    """Fraction rounded to the nearest value of a binary format with ``mbits`` fraction
+    bits and smallest normal exponent ``emin`` (ties to even; subnormals on the emin
+    grid), finite range only (no overflow handling)."""
     if fr == 0:
         return Fraction(0)
     a = abs(fr)
     e = a.numerator.bit_length() - a.denominator.bit_length()
     if Fraction(2) ** e > a:
         e -= 1
-    e = max(e, -126)
-    quantum = Fraction(2) ** (e - 23)
+    e = max(e, emin)
+    quantum = Fraction(2) ** (e - mbits)
     r = round(a / quantum) * quantum  # round() of a Fraction: half to even
     return r if fr > 0 else -r
+
+
+def fp32_rne(fr: Fraction) -> Fraction:
+    """Fraction rounded to the nearest fp32 value (ties to even), finite range only."""
+    return rne(fr, 23, -126)
 
 
 INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15)}
