@@ -26,6 +26,7 @@ from ..core.codec import values_to_codes
 from .quantized_tensor import (QuantizedTensor, block_scale_layout, choose, resolve_kind, split_blocks,
                         unsplit_blocks)
 from .quotients import remainder_kwargs, scaled_quotient
+from .nvfp4_te import nvfp4_te_quantize
 from ..core.rounding import STOCHASTIC, round_values
 
 __all__ = ["MX_FORMATS", "SCALE_ROUNDINGS", "mx_shared_exponent"]
@@ -301,7 +302,11 @@ def nvfp4_tensor_scale(amax: float, tensor_scale: float | None = None) -> float:
     return ts
 
 
-def nvfp4_quantize(v, frac, narrow, axis, mode, rng, tensor_scale=None):
+def nvfp4_quantize(v, frac, narrow, axis, mode, rng, tensor_scale=None, scale_convention="exact"):
+    if scale_convention == "te":  # Transformer Engine's fp32 arithmetic (branch nvfp4)
+        if tensor_scale is not None or frac is not None:
+            raise ValueError("scale_convention='te' computes its own tensor scale from float inputs")
+        return nvfp4_te_quantize(v, axis, rounding=mode, rng=rng)
     elem, bs, sfmt = _NV.element_format, _NV.block_size, _NV.scale_format
     if v.ndim == 0:
         raise ValueError("NVFP4 quantisation needs an array with at least one dimension")

@@ -107,6 +107,8 @@ class GemmSpec:
     alpha: float = 1.0
     out_dtype: torch.dtype | None = None
     flops: int = 0  # nominal FLOPs of each product (forward, and each backward one)
+    weight_a: bool = False  # branch nvfp4: a (b) is a weight (2-D NVFP4 tiles)
+    weight_b: bool = False
 
 
 def _t(a: torch.Tensor) -> torch.Tensor:
@@ -128,8 +130,9 @@ def no_autocast(t: torch.Tensor) -> Iterator[None]:
 
 
 def _quant(v: torch.Tensor, fmt: str, s: GemmSpec, axis: int, name: str | None,
-           role: str = "forward") -> Operand:
-    return quantize_operand(v, fmt, s.r, axis, s.ds if name else None, name or "", role)
+           role: str = "forward", weight: bool = False, rht: bool = False) -> Operand:
+    return quantize_operand(v, fmt, s.r, axis, s.ds if name else None, name or "", role,
+                            weight=weight, rht=rht)
 
 
 # ------------------------------------------------------------------ autograd Functions
@@ -142,8 +145,8 @@ class GemmFunction(torch.autograd.Function):
         with no_autocast(a):
             r = s.r
             av, bv = values_of(a), values_of(b)
-            qa = _quant(av, r.fwd_fmt, s, -1, s.name_a)
-            qb = _quant(bv, r.fwd_fmt, s, -2, s.name_b)
+            qa = _quant(av, r.fwd_fmt, s, -1, s.name_a, weight=s.weight_a)
+            qb = _quant(bv, r.fwd_fmt, s, -2, s.name_b, weight=s.weight_b)
             shape = torch.broadcast_shapes(av.shape[:-2], bv.shape[:-2]) + (av.shape[-2], bv.shape[-1])
             c64 = None if c is None else values_of(c).to(torch.float64).expand(shape)
             y = gemm(_scaled(qa, s.alpha), qb, r, s.out_fmt, c64)
@@ -165,13 +168,17 @@ class GemmFunction(torch.autograd.Function):
             need_a, need_b, need_c = ctx.needs_input_grad[:3]
             qg = _quant(g, r.bwd_fmt, s, -1, "grad_output" if s.ds else None, "backward")
             if need_a:  # g @ b^T: reduces over N
-                bq = _quant(bv, r.fwd_fmt, s, -1, None) if block else qb
+                if block and s.weight_a:  # the weight gradient: RHT on both inputs (nvfp4)
+                    qg = _quant(g, r.bwd_fmt, s, -1, None, "backward", rht=True)
+                bq = _quant(bv, r.fwd_fmt, s, -1, None, weight=s.weight_b,
+                            rht=s.weight_a) if block else qb
                 ga = gemm(_scaled(qg, s.alpha), Operand(_t(bq.values), bq.scale, bq.fmt), r, s.grad_a_fmt)
                 ga = as_dtype(_sum_to(ga, av.shape), ad)
                 s.em.report.emulated(s.kind, "backward", s.flops)
             if need_b:  # a^T @ g: reduces over M
-                gq = _quant(g, r.bwd_fmt, s, -2, None, "backward") if block else qg
-                aq = _quant(av, r.fwd_fmt, s, -2, None) if block else qa
+                gq = _quant(g, r.bwd_fmt, s, -2, None, "backward", rht=s.weight_b) if block else qg
+                aq = _quant(av, r.fwd_fmt, s, -2, None, weight=s.weight_a,
+                            rht=s.weight_b) if block else qa
                 gb = gemm(_scaled(Operand(_t(aq.values), aq.scale, aq.fmt), s.alpha), gq, r, s.grad_b_fmt)
                 gb = as_dtype(_sum_to(gb, bv.shape), bd)
                 s.em.report.emulated(s.kind, "backward", s.flops)
@@ -226,7 +233,7 @@ class ConvFunction(torch.autograd.Function):
                 cols, sizes = ig.im2col(qx.values, k, stride, dil, groups)
                 qa = Operand(cols, qx.scale, qx.fmt)
             wmat = wv.reshape(groups, o // groups, -1).transpose(-1, -2)
-            qb = _quant(wmat, r.fwd_fmt, s, -2, "weight")
+            qb = _quant(wmat, r.fwd_fmt, s, -2, "weight", weight=True)
             m = cols.shape[1]
             c64 = None
             if bias is not None:
@@ -260,8 +267,8 @@ class ConvFunction(torch.autograd.Function):
 
             if ctx.needs_input_grad[1]:  # wgrad: g^T @ P, reduces over N*L
                 if block:
-                    gq = _quant(gmat(g), r.bwd_fmt, s, -2, None, "backward")
-                    aq = _quant(cols, r.fwd_fmt, s, -2, None)
+                    gq = _quant(gmat(g), r.bwd_fmt, s, -2, None, "backward", rht=True)
+                    aq = _quant(cols, r.fwd_fmt, s, -2, None, rht=True)
                 else:
                     assert qg is not None
                     gq, aq = Operand(gmat(qg.values), qg.scale, qg.fmt), qa

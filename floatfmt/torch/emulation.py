@@ -70,6 +70,7 @@ from ..arith.ops import add as ff_add, mul as ff_mul
 from ..scaling.quantize import quantize
 from ..arith.matrixunit.tensorcore import TensorCoreModel, get_model
 from .recipe import Recipe, get_recipe
+from .nvfp4_operands import nvfp4_te_values
 
 __all__ = ["matmul", "unscale_grads", "Operand", "quantize_operand", "gemm", "fast_gemm",
            "linear_forward", "linear_backward", "matmul_forward", "matmul_backward",
@@ -108,10 +109,17 @@ class Operand:
 
 
 def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
-                     state: Any = None, name: str = "", role: str = "forward") -> Operand:
+                     state: Any = None, name: str = "", role: str = "forward", *,
+                     weight: bool = False, rht: bool = False) -> Operand:
     """``v`` brought into ``fmt`` by ``r.scaling`` (``axis``: the GEMM's reduction axis,
     used by block scaling; ``state``: an ``ff.DelayedScaling`` for ``"delayed"``; the
-    recipe's quantiser options: ``r.operand_options(role)``)."""
+    recipe's quantiser options: ``r.operand_options(role)``).  NVFP4 by Transformer
+    Engine's convention (``scale_convention="te"``): ``floatfmt.torch.nvfp4_operands``
+    (``weight``: ``v`` is a weight, for 2-D tiles; ``rht``: an input of a weight-gradient
+    GEMM, for the Hadamard transform)."""
+    if r.scaling == "block" and fmt == "nvfp4" and r.scale_convention == "te":  # branch nvfp4
+        vals, ts = nvfp4_te_values(v, r, axis, role, weight, rht)
+        return Operand(vals, ts, fmt)
     opts = r.operand_options(role)
     if r.scaling == "none":
         # a tensor in, a tensor out (float32 CPU tensors take cast's float32 route)

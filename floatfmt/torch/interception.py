@@ -159,9 +159,37 @@ def emulate(model: nn.Module, recipe: str | Recipe, *, amax_group: Any = None) -
     for m in model.modules():  # every module: a layer called on its own is emulated too
         m.__dict__[_ATTR] = em
         em.hooks += [m.register_forward_pre_hook(enter), m.register_forward_hook(leave, always_call=True)]
+    if r.keep_first or r.keep_last:  # branch nvfp4: the recipe's high-precision layers
+        _keep_high_precision(model, em, r)
     cls = type(model).__name__
     model.__dict__["_get_name"] = lambda: f"{cls}[floatfmt emulated: {r.name}]"
     return model
+
+
+def gemm_layers(model: nn.Module) -> list[nn.Module]:
+    """The modules of ``model`` with a ``weight`` parameter of two or more dimensions (its
+    GEMM and convolution layers; embeddings excepted), in ``model.modules()`` order."""
+    return [m for m in model.modules() if isinstance(getattr(m, "weight", None), nn.Parameter)
+            and m.weight.ndim >= 2 and not isinstance(m, nn.Embedding)]
+
+
+def _keep_high_precision(model: nn.Module, em: Emulation, r: Recipe) -> None:
+    """Run the first ``r.keep_first`` and last ``r.keep_last`` of ``gemm_layers(model)``
+    under ``r.high_precision`` (a pre-hook swaps the recipe in, a hook swaps it back)."""
+    layers = gemm_layers(model)
+    first = min(r.keep_first, len(layers))
+    keep = layers[:first] + layers[max(len(layers) - r.keep_last, first):]
+    hp = get_recipe(r.high_precision)
+    for m in keep:
+        saved: list = []
+
+        def pre(_m: nn.Module, _a: Any, saved: list = saved) -> None:
+            saved.append((em.recipe, em.under_autocast))
+            em.recipe, em.under_autocast = hp, {}
+
+        def post(_m: nn.Module, _a: Any, _o: Any, saved: list = saved) -> None:
+            em.recipe, em.under_autocast = saved.pop()
+        em.hooks += [m.register_forward_pre_hook(pre), m.register_forward_hook(post, always_call=True)]
 
 
 def unemulate(model: nn.Module) -> nn.Module:

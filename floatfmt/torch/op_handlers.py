@@ -59,6 +59,7 @@ def _gemm(em: Emulation, kind: str, a: torch.Tensor, b: torch.Tensor, c: torch.T
     flops = 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
     s = GemmSpec(em, r, kind, out_fmt or r.out_fmt, ga_fmt, gb_fmt, ds, names[0] if ds else None,
               names[1] if ds else None, alpha, ad, flops)
+    s.weight_a, s.weight_b = pa is not None, pb is not None  # branch nvfp4: 2-D weight tiles, RHT
     return GemmFunction.apply(a, b, c, s)
 
 

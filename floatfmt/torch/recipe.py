@@ -59,6 +59,7 @@ from ..core.names import unknown_name
 from ..arith.accumulate import ORDERS
 from ..scaling.mx_nvfp4 import SCALE_ROUNDINGS
 from ..scaling.scale_convention import check_convention
+from ..training.nvfp4_recipe import NVFP4_RECIPES, NVFP4Recipe
 from ..arith.matrixunit.tensorcore import TensorCoreModel, get_model
 
 __all__ = ["Recipe", "RECIPES", "SCALINGS", "POLICIES", "GEMMS", "get_recipe", "recipes"]
@@ -100,6 +101,14 @@ class Recipe:
         ``"te"`` or ``"torchao"`` (``floatfmt.scaling.scale_convention``).
     grad_rounding : rounding of the output gradient into ``bwd_fmt``: ``"nearest_even"``
         (the default) or ``"stochastic"``.
+    weight_block_2d : NVFP4 with ``scale_convention="te"``: weights quantised in 16 x 16
+        tiles (one E4M3 scale each), so ``W`` and ``W.T`` quantise alike.
+    wgrad_rht : NVFP4 with ``scale_convention="te"``: the random Hadamard transform
+        (``floatfmt.scaling.hadamard``) on both inputs of each weight-gradient GEMM.
+    keep_first, keep_last : that many of the model's first and last GEMM layers (modules
+        with a weight of two or more dimensions, in ``model.modules()`` order) run under
+        ``high_precision`` instead (``emulate``).
+    high_precision : the recipe (name) of those layers.
     """
 
     name: str
@@ -121,6 +130,12 @@ class Recipe:
     scale_rounding: str = "floor"
     scale_convention: str = "exact"
     grad_rounding: str = "nearest_even"
+    # branch nvfp4: NVIDIA's NVFP4 training recipe (floatfmt.training.nvfp4_recipe)
+    weight_block_2d: bool = False
+    wgrad_rht: bool = False
+    keep_first: int = 0
+    keep_last: int = 0
+    high_precision: str = "bf16"
 
     def __post_init__(self) -> None:
         if self.scaling not in SCALINGS:
@@ -166,9 +181,18 @@ class Recipe:
             raise ValueError(f"scale_rounding={self.scale_rounding!r} applies to MX block "
                              "scaling (scaling='block' with mx* formats)")
         check_convention(self.scale_convention)
-        if self.scale_convention != "exact" and self.scaling != "tensor":
+        nv_te = self.scaling == "block" and self.scale_convention == "te" and \
+            self.fwd_fmt == self.bwd_fmt == "nvfp4"
+        if self.scale_convention != "exact" and self.scaling != "tensor" and not nv_te:
             raise ValueError(f"scale_convention={self.scale_convention!r} applies to "
-                             "scaling='tensor' (current per-tensor scales)")
+                             "scaling='tensor' (current per-tensor scales), and 'te' to NVFP4 blocks")
+        if (self.weight_block_2d or self.wgrad_rht) and not nv_te:
+            raise ValueError("weight_block_2d and wgrad_rht apply to NVFP4 block scaling with "
+                             "scale_convention='te' (fwd_fmt = bwd_fmt = 'nvfp4')")
+        for what in ("keep_first", "keep_last"):
+            n = getattr(self, what)
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                raise ValueError(f"{what} must be a non-negative integer, not {n!r}")
         if self.grad_rounding not in GRAD_ROUNDINGS:
             raise unknown_name("grad_rounding", self.grad_rounding, GRAD_ROUNDINGS)
 
@@ -185,7 +209,7 @@ class Recipe:
         opts: dict = {}
         if self.scale_rounding != "floor":
             opts["scale_rounding"] = self.scale_rounding
-        if self.scale_convention != "exact":
+        if self.scale_convention != "exact" and self.scaling == "tensor":
             opts["scale_convention"] = self.scale_convention
         if role == "backward" and self.grad_rounding != "nearest_even":
             opts["rounding"] = self.grad_rounding
@@ -202,6 +226,17 @@ def _check_narrow(f, what: str) -> None:
     if f.kind != "float" or f.mbits > fp32.mbits or f.emax > fp32.emax or f.emin < fp32.emin:
         raise ValueError(f"{what}={f.name!r}: emulated tensors are float32, so formats must be "
                          "float formats no wider than fp32")
+
+
+def from_nvfp4_recipe(nr: NVFP4Recipe) -> Recipe:
+    """The ``emulate`` recipe of an NVFP4 training recipe (``floatfmt.training.nvfp4_recipe``):
+    NVFP4 blocks by Transformer Engine's arithmetic, its tiles, rounding, RHT and
+    high-precision layers; bf16 outputs and weight gradients, an fp32 accumulator."""
+    return Recipe(nr.name, fwd_fmt="nvfp4", bwd_fmt="nvfp4", scaling="block", out_fmt=nr.out_fmt,
+                  wgrad_fmt="bf16", scale_convention="te", grad_rounding=nr.grad_rounding,
+                  weight_block_2d=nr.weight_tile == (16, 16), wgrad_rht=nr.wgrad_rht,
+                  keep_first=nr.keep_first, keep_last=nr.keep_last,
+                  high_precision=nr.high_precision, description=nr.description)
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
@@ -238,6 +273,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            description="OCP MXFP4 forward and backward, round to nearest, blocks of 32 along K"),
     Recipe("nvfp4", fwd_fmt="nvfp4", bwd_fmt="nvfp4", scaling="block", out_fmt="bf16", wgrad_fmt="bf16",
            description="NVFP4 (E2M1, E4M3 scale per 16 along K, fp32 tensor scale), round to nearest"),
+    *(from_nvfp4_recipe(nr) for nr in NVFP4_RECIPES.values()),  # branch nvfp4
 )}
 
 
@@ -254,6 +290,8 @@ def get_recipe(recipe: str | Recipe) -> Recipe:
     """A ``Recipe`` from its name (or the recipe itself); unknown names list the valid ones."""
     if isinstance(recipe, Recipe):
         return recipe
+    if isinstance(recipe, NVFP4Recipe):  # branch nvfp4
+        return from_nvfp4_recipe(recipe)
     if not isinstance(recipe, str):
         raise TypeError(f"recipe must be a name or a Recipe, not {type(recipe).__name__}")
     key = recipe.strip().lower().replace("-", "_")

@@ -53,6 +53,7 @@ from ..scaling.quantize import quantize
 from ..backend.dispatch import from_host, host_kernels, tensor_entry, to_host
 from ..scaling.quantized_tensor import QuantizedTensor
 from ..arith.matrixunit.tensorcore import block_scaled_mma, get_block_model, get_model, tensorcore_product
+from .nvfp4_recipe import NVFP4_RECIPES, NVFP4Recipe, nvfp4_recipe_matmul
 
 __all__ = ["BlockFP8Recipe", "RECIPES", "get_recipe", "recipe_matmul", "PROMOTIONS",
            "block_scaled_matmul"]
@@ -135,6 +136,13 @@ def get_recipe(recipe) -> BlockFP8Recipe:
     return RECIPES[key]
 
 
+def is_nvfp4_recipe(recipe: Any) -> bool:
+    """Whether ``recipe`` names (or is) an NVFP4 training recipe (``floatfmt.training.nvfp4_recipe``)."""
+    if isinstance(recipe, NVFP4Recipe):
+        return True
+    return isinstance(recipe, str) and recipe.strip().lower().replace("-", "_") in NVFP4_RECIPES
+
+
 def _operands(x, w, r: BlockFP8Recipe):
     if not is_tensor(x):
         x = np.asarray(x, np.float64) if not isinstance(x, np.ndarray) else x
@@ -210,9 +218,16 @@ def recipe_matmul(x: Values, w: Values, recipe: str | BlockFP8Recipe = "deepseek
     use the whole axis.  ``quantized=(qa, qw)`` passes operands already quantised
     the recipe's way (``QuantizedTensor``) instead of ``x`` and ``w``.
 
+    ``recipe="nvfp4_training"`` (or an ``NVFP4Recipe``): NVIDIA's NVFP4 forward GEMM
+    (``floatfmt.training.nvfp4_recipe.nvfp4_recipe_matmul``; numpy arrays and CPU tensors).
+
     Returns float64 values of ``out_fmt``; torch tensors ``x``, ``w`` give a float64
     tensor on their device, every step computed there (``floatfmt.backend.dispatch``).
     """
+    if is_nvfp4_recipe(recipe):  # branch nvfp4: NVIDIA's NVFP4 training recipe
+        if quantized is not None:
+            raise ValueError("quantized= is for the block-FP8 recipes")
+        return nvfp4_recipe_matmul(x, w, recipe)
     r = get_recipe(recipe)
     if quantized is None:
         qa, qw = _operands(x, w, r)
