@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..arith.accumulate import matmul
+from ..core.cast import cast
 
 __all__ = ["RHT_SIZE", "TE_WGRAD_SIGNS", "hadamard_matrix", "rht_matrix", "random_hadamard_transform"]
 
@@ -87,5 +88,25 @@ def random_hadamard_transform(x: Any, axis: int = -1, signs: Any = TE_WGRAD_SIGN
     if pad:
         v = np.concatenate([v, np.zeros(v.shape[:-1] + (pad,))], axis=-1)
     blocks = v.reshape(-1, n)
-    out = np.asarray(matmul(blocks, T, "fp32", acc_fmt="fp32", order="exact", out_fmt=fmt), np.float64)
+    out = np.asarray(cast(_exact_sums(blocks, T), fmt), np.float64)
+    bad = ~_float64_exact(blocks)
+    if bad.any():  # blocks whose float64 sums may round: the exact accumulator
+        out[bad] = np.asarray(matmul(blocks[bad], T, "fp32", acc_fmt="fp32", order="exact",
+                                     out_fmt=fmt), np.float64)
     return np.moveaxis(out.reshape(v.shape), -1, axis)
+
+
+def _exact_sums(blocks: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """``blocks @ T`` summed in float64 (exact where ``_float64_exact`` says so)."""
+    return (blocks[:, :, None] * T[None, :, :]).sum(axis=1)
+
+
+def _float64_exact(blocks: np.ndarray) -> np.ndarray:
+    """Rows of fp32 values whose float64 sums of +-x/4 are exact: every term is a multiple
+    of 2**(e_min - 26) and the total is below 2**(e_max + 3), so a span of exponents
+    ``e_max - e_min <= 25`` fits float64's 53 bits."""
+    _, e = np.frexp(blocks)
+    nz = blocks != 0
+    hi = np.where(nz, e, -10**6).max(axis=1)
+    lo = np.where(nz, e, 10**6).min(axis=1)
+    return ~nz.any(axis=1) | (hi - lo <= 25)
