@@ -15,6 +15,10 @@ import floatfmt.torch as fft  # noqa: E402
 from torch import nn  # noqa: E402
 
 RECIPES = sorted(fft.recipes())
+#: the per-operand recipes the by-hand reference below models; NVIDIA's NVFP4 training
+#: recipe (2-D weight tiles, RHT, stochastic gradients, BF16 end layers) has its own
+#: op-by-op tests in tests/test_nvfp4_recipe.py
+REF_RECIPES = [n for n in RECIPES if n != "nvfp4_training"]
 
 
 # ------------------------------------------------------------------ the reference, by hand
@@ -88,7 +92,7 @@ def same(a, b):
     return a.shape == b.shape and bool(((a == b) | (np.isnan(a) & np.isnan(b))).all())
 
 
-@pytest.mark.parametrize("name", RECIPES)
+@pytest.mark.parametrize("name", REF_RECIPES)
 def test_emulated_mlp_equals_the_numpy_path_layer_by_layer(name):
     """Two training steps (forward, backward with a fixed output gradient, scales
     updated) of a 2-layer MLP: outputs, input gradient and every parameter gradient
@@ -130,7 +134,7 @@ def test_outputs_are_values_of_the_output_format_and_near_fp32():
     want = model(x).detach().numpy()
     tol = {"fp32": 1e-6, "tf32": 1e-2, "bf16": 3e-2, "fp16": 3e-3, "bf16_pure": 3e-2,
            "fp16_pure": 3e-3, "fp8_tensorwise": 0.3,
-           "fp8_unscaled": 0.3, "mxfp8": 0.3, "nvfp4": 1.5, "mxfp4": 1.5}
+           "fp8_unscaled": 0.3, "mxfp8": 0.3, "nvfp4": 1.5, "mxfp4": 1.5, "nvfp4_training": 1.5}
     for name in RECIPES:
         with fft.emulating(model, name):
             got = model(x).detach().numpy()

@@ -160,7 +160,7 @@ def nvfp4_te_quantize(x: Any, axis: int = -1, *, tile: tuple[int, int] = (1, 16)
     g = float(np.max(np.abs(x32))) if amax is None and v.size else (0.0 if amax is None else amax)
     s_enc = te_encode_scale(g)
     s_dec = _F32(_F32(1.0) / s_enc)
-    sb_el = te_block_scales(amax_el, s_enc)
+    sb_el = te_block_scales(amax_el, float(s_enc))
     with np.errstate(all="ignore"):
         enc = np.minimum(_F32(1.0) / (sb_el.astype(_F32) * s_dec), _FLT_MAX)
         y = (x32 * enc).astype(np.float64)

@@ -169,8 +169,12 @@ def emulate(model: nn.Module, recipe: str | Recipe, *, amax_group: Any = None) -
 def gemm_layers(model: nn.Module) -> list[nn.Module]:
     """The modules of ``model`` with a ``weight`` parameter of two or more dimensions (its
     GEMM and convolution layers; embeddings excepted), in ``model.modules()`` order."""
-    return [m for m in model.modules() if isinstance(getattr(m, "weight", None), nn.Parameter)
-            and m.weight.ndim >= 2 and not isinstance(m, nn.Embedding)]
+    out = []
+    for m in model.modules():
+        w = getattr(m, "weight", None)
+        if isinstance(w, nn.Parameter) and w.ndim >= 2 and not isinstance(m, nn.Embedding):
+            out.append(m)
+    return out
 
 
 def _keep_high_precision(model: nn.Module, em: Emulation, r: Recipe) -> None:

@@ -47,9 +47,10 @@ def nvfp4_te_values(v: torch.Tensor, r: Any, axis: int, role: str, weight: bool,
         if ax < 0:
             raise ValueError("a 2-D weight tile needs K among the last two axes")
         qs = [nvfp4_te_quantize(m, ax, tile=(16, 16), rounding=mode, amax=amax) for m in mats]
-        out = np.stack([q.dequantize() / q.tensor_scale for q in qs]).reshape(a.shape)
-        ts = qs[0].tensor_scale
+        ts = float(qs[0].tensor_scale)  # type: ignore[arg-type]  # NVFP4 has one
+        out = np.stack([q.dequantize() / ts for q in qs]).reshape(a.shape)
     else:
         q = nvfp4_te_quantize(a, axis, rounding=mode, amax=amax)
-        out, ts = q.dequantize() / q.tensor_scale, q.tensor_scale
-    return torch.from_numpy(np.ascontiguousarray(out)), float(ts)
+        ts = float(q.tensor_scale)  # type: ignore[arg-type]  # NVFP4 has one
+        out = q.dequantize() / ts
+    return torch.from_numpy(np.ascontiguousarray(out)), ts

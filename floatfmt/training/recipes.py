@@ -205,7 +205,8 @@ def _device_recipe_matmul(x: Any, w: Any, recipe: str | BlockFP8Recipe = "deepse
 
 
 @tensor_entry('recipe_matmul', ('x', 'w'), device_impl=_device_recipe_matmul)
-def recipe_matmul(x: Values, w: Values, recipe: str | BlockFP8Recipe = "deepseek_v3", *,
+def recipe_matmul(x: Values, w: Values,
+                  recipe: str | BlockFP8Recipe | NVFP4Recipe = "deepseek_v3", *,
                   quantized: tuple[QuantizedTensor, QuantizedTensor] | None = None) -> np.ndarray:
     """``x @ w`` (M x K times K x N) as a block-scaled FP8 recipe computes it.
 
@@ -224,7 +225,7 @@ def recipe_matmul(x: Values, w: Values, recipe: str | BlockFP8Recipe = "deepseek
     Returns float64 values of ``out_fmt``; torch tensors ``x``, ``w`` give a float64
     tensor on their device, every step computed there (``floatfmt.backend.dispatch``).
     """
-    if is_nvfp4_recipe(recipe):  # branch nvfp4: NVIDIA's NVFP4 training recipe
+    if isinstance(recipe, (str, NVFP4Recipe)) and is_nvfp4_recipe(recipe):  # branch nvfp4
         if quantized is not None:
             raise ValueError("quantized= is for the block-FP8 recipes")
         return nvfp4_recipe_matmul(x, w, recipe)
