@@ -90,6 +90,16 @@ def test_lesson04_speed_caveats():
     t = _text("04_arithmetic.ipynb")
     assert "TF32, 156 TFLOP/s" in t and "refuses dimensions that are not multiples of 16" in t
     assert "is a floor" in t
+    # the 4095^3 figure is printed by the strict model, not typed; the checklist does not say that
+    # unaligned shapes lose the tensor cores (cuBLAS 11+ keeps them, slower) or that FP8 runs on CUDA cores
+    assert "1.00x" not in t and "tensor-core path is lost" not in t
+    nb = json.loads((NB / "04_arithmetic.ipynb").read_text(encoding="utf-8"))
+    out = " ".join("".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code"
+                   for o in c.get("outputs", []))
+    assert "NO tensor-core path" not in out
+    assert "4095x4095x4095 in bf16" in out and "less efficient kernels" in out
+    assert "4104x4104x4104 in fp8_e4m3" in out and "FP8 GEMM refuses it" in out
+    assert "against tf32" in out
 
 
 def test_lesson06_int8_product_bound():
