@@ -502,12 +502,15 @@ return {overlap: overlap(title.getBoundingClientRect(), box(document.querySelect
 """
 
 
+@pytest.mark.parametrize("theme", ["light", "dark"])
 @pytest.mark.parametrize("width", [1280, 390])
-def test_layout_at_desktop_and_phone_width(page, width):
+def test_layout_at_desktop_and_phone_width(page, width, theme):
+    """Issue 27 item 8: both widths in both colour schemes: no overlap, no word broken across
+    lines, no sideways scroll of the rounding table, and every text readable (contrast >= 4.5)."""
     page.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                          {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600})
     try:
-        _select(page, "theme", "light")
+        _select(page, "theme", theme)
         _select(page, "bits-format", "bf16")
         _type(page, "code-hex", "0x3dcd\n")
         _type(page, "num-input", "0.1")
@@ -515,14 +518,19 @@ def test_layout_at_desktop_and_phone_width(page, width):
         _type(page, "mx-input", "7.0 0.2 -2.6 0.5 1 1.25 -0.3 3.3 0.01 -6.5")
         r = page.execute_script(_LAYOUT_JS)
         assert r["width"] == width
+        pairs = page.execute_script(_PAIRS_JS, _SELECTORS)
+        assert (_luminance(pairs[0][2]) > 0.5) == (theme == "light"), pairs[0]
+        low = [(sel, fg, bg, round(_contrast(fg, bg), 2)) for sel, fg, bg in pairs if _contrast(fg, bg) < 4.5]
         page.execute_script("window.scrollTo(0, 0)")
-        page.save_screenshot(str(artefact_dir() / f"explorer-{width}px.png"))
+        page.save_screenshot(str(artefact_dir() / f"explorer-{width}px-{theme}.png"))
         full = int(page.execute_script("return document.documentElement.scrollHeight"))
         page.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                              {"width": width, "height": min(full, 6000), "deviceScaleFactor": 1, "mobile": width < 600})
-        page.save_screenshot(str(artefact_dir() / f"explorer-{width}px-full.png"))
+        page.save_screenshot(str(artefact_dir() / f"explorer-{width}px-{theme}-full.png"))
+        assert low == [], low
         assert not r["overlap"], "the title overlaps the colour selector"
         assert r["split"] == [], f"words broken across lines: {r['split']}"
         assert r["roundScroll"] <= 1, "the rounding table needs a sideways scroll"
     finally:
         page.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        _select(page, "theme", "light")

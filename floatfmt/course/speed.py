@@ -12,8 +12,9 @@ arithmetic runnable.  What it counts, and where each figure comes from:
   of the element type: 8 for FP16/BF16, 16 for FP8 (NVIDIA, "Matrix
   Multiplication Background User's Guide", section "Tensor Core
   Requirements"; cuBLAS before 11.0 falls back to CUDA cores otherwise, and
-  later versions still run slower kernels).  The model takes the strict
-  reading: an unaligned GEMM runs at the CUDA-core rate.
+  later versions still use tensor cores, with slower kernels; cuBLASLt's FP8
+  GEMM refuses dimensions that are not multiples of 16).  The model takes the
+  strict reading: an unaligned GEMM runs at the CUDA-core rate, a floor.
 * Tile and wave quantisation (same guide, chapter "Dimension Quantization
   Effects"): the output is computed in tiles (128 x 128 here); a partial tile
   costs a full one, and tiles run in waves of one per SM, so a last, partial
