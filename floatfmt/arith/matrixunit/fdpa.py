@@ -43,11 +43,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import eft
-from ...backend.namespace import NUMPY, namespace
+from ...backend.namespace import NUMPY, is_tensor, namespace
 from ...core.formats import Format
 from ...core.rounding import round_values
 
-__all__ = ["ALGORITHMS", "STEP_ROUNDINGS", "EXTRA_GPUS", "EXTRA_ALIASES", "BLOCK_GPUS", "step",
+__all__ = ["ALGORITHMS", "STEP_ROUNDINGS", "rne_add", "EXTRA_GPUS", "EXTRA_ALIASES", "BLOCK_GPUS", "step",
            "flush_to_plus_zero", "scale_parts", "scaled_terms"]
 
 #: MMA-Sim's operation names (paper v2, Table 1) -> what selects them here.
@@ -93,6 +93,18 @@ class StepModel(Protocol):
     def product_overflow(self) -> bool: ...
     @property
     def ftz(self) -> bool: ...
+
+
+def rne_add(x, y, fmt: Format, policy: str):
+    """x + y rounded once to fmt with nearest-even (the exact sum and its remainder
+    class): the additions of the AMD trees and T-FDPA's ``c_entry="after"``.  numpy
+    arrays: ``eft.exact_sum``; tensors: ``ops_device.device_add``, the same rule (one
+    place to change when the two merge)."""
+    if is_tensor(x) or is_tensor(y):
+        from ..ops_device import device_add
+        return device_add(x, y, fmt, "nearest_even", policy)
+    t, cls = eft.exact_sum(x, y)
+    return round_values(t, fmt, "nearest_even", policy, sticky=cls)
 
 
 def _cut(v, k, mode):
@@ -208,7 +220,6 @@ def _ftz_addmul(P, c, L: int, ftz: bool, ofmt: Format):
     """Products rounded to ofmt and (``ftz``) flushed; the pairwise tree over L products
     (a short last step padded with +0 products, as K padded with zeros); d = FTZ(c + s).
     With ``ftz`` the initial c was flushed to +0 by the caller (``flush_to_plus_zero``)."""
-    from .tfdpa import rne_add
     xp = namespace(P)
 
     def flush(v):

@@ -13,16 +13,16 @@ proves them equal on numpy.  numpy's faster kernel of the whole K chain is
 
 from __future__ import annotations
 
-from .. import eft
 from . import cpuunits, fdpa
-from ...backend.namespace import NUMPY, is_tensor, namespace
+from .fdpa import rne_add
+from ...backend.namespace import NUMPY, namespace
 from ...core.formats import Format, get_format
 from ...core.rounding import round_values
 
 from .model import TensorCoreModel
 
 __all__ = ['exponents', 'ALIGNED', 'finish', 'tfdpa_step', 'fused_dot', 'lean_ok',
-           'ZERO_OPERAND', 'rne_add', 'STRATEGIES']
+           'ZERO_OPERAND', 'STRATEGIES']
 
 #: The strategies of one T-FDPA step (``_fused``); both give the same bits.
 STRATEGIES = ("general", "lean")
@@ -47,18 +47,6 @@ ALIGNED = Format("aligned", kind="int", bits=53)
 ZERO_OPERAND = -(1 << 40)
 
 _AMD = ("e_fdpa", "ftz_addmul", "tr_fdpa", "gtr_fdpa")
-
-
-def rne_add(x, y, fmt: Format, policy: str):
-    """x + y rounded once to fmt with nearest-even (the exact sum and its remainder
-    class): the one addition of ``c_entry="after"`` and of the AMD trees.  numpy arrays:
-    ``eft.exact_sum``; tensors: ``ops_device.device_add``, the same rule (one place to
-    change when the two merge)."""
-    if is_tensor(x) or is_tensor(y):
-        from ..ops_device import device_add
-        return device_add(x, y, fmt, "nearest_even", policy)
-    t, cls = eft.exact_sum(x, y)
-    return round_values(t, fmt, "nearest_even", policy, sticky=cls)
 
 
 def _align(v, scale, xp):
