@@ -1,5 +1,5 @@
-"""The tensor-core models on the device path (``floatfmt.arith.matrixunit.tensorcore_device`` and
-``floatfmt.arith.matrixunit.fdpa_device``, what CUDA tensors run), forced on CPU tensors with
+"""The tensor-core models on the device path (``floatfmt.arith.matrixunit.tensorcore``,
+``tfdpa``, ``fdpa`` and ``gemm`` on tensors, what CUDA tensors run), forced on CPU tensors with
 ``force_namespace``, equal the numpy kernels element for element (NaN by class, the
 sign of zero counted) for EVERY preset of ``ff.tensorcore_models()``: ``matmul`` and
 ``dot`` with and without the epilogue (alpha, beta, c, out_fmt, directed roundings,

@@ -1,4 +1,4 @@
-"""The lean T-FDPA step of ``floatfmt.arith.matrixunit.tensorcore_device`` (zero operands marked by their
+"""The lean T-FDPA strategy (``floatfmt.arith.matrixunit.tfdpa``, what tensors take; zero operands marked by their
 exponent instead of masking every product, non-finite products left to the special
 lanes, truncated terms summed as integers and scaled once) gives the same bits as the
 general step it replaces, for every preset of the registry (read at run time) that
@@ -6,7 +6,8 @@ takes it and for custom models, on the edge data of tests/test_torch_tensorcore.
 (zeros of both signs, +-Inf, NaN, subnormals, values past the input range, ties,
 cancellation, K = 0) and accumulators with Inf / NaN.  tests/test_torch_tensorcore.py
 proves both equal to the numpy path too; this file pins the two device variants to each
-other directly, so that a difference is found where it arises.
+other directly, so that a difference is found where it arises (on numpy arrays:
+tests/test_tfdpa_strategies.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-import floatfmt.arith.matrixunit.tensorcore_device as td
+import floatfmt.arith.matrixunit.tensorcore as td
+from floatfmt.arith.matrixunit.tfdpa import lean_ok
 from floatfmt.backend.dispatch import force_namespace
 from tests.oracles.compare import mismatches
 
@@ -27,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 MODELS = ff.tensorcore_models()
 LEAN = sorted(p for p, m in MODELS.items() if m.block_fmt is None
-              and td._lean(m, ff.get_format(m.fmt)))
+              and lean_ok(m, ff.get_format(m.fmt)))
 CUSTOM = [MODELS["h100/bf16"].replace(c_entry="after"), MODELS["ada/fp16"].replace(zero_exponent=-20),
           MODELS["h100/fp8_e4m3"].replace(overflow="saturate"),
           MODELS["a100/tf32"].replace(tf32_operands="rne"),
@@ -39,21 +41,21 @@ def test_every_nvidia_preset_is_lean_and_far_floors_are_not():
                     and m.algorithm == "t_fdpa" and ff.get_format(m.fmt).kind == "float")
     assert nvidia and LEAN == nvidia
     h = MODELS["h100/bf16"]
-    assert not td._lean(h.replace(zero_exponent=-1000), ff.get_format("bf16"))  # 2**scale subnormal
-    assert not td._lean(MODELS["mi300/bf16"], ff.get_format("bf16"))  # AMD steps: their own code
+    assert not lean_ok(h.replace(zero_exponent=-1000), ff.get_format("bf16"))  # 2**scale subnormal
+    assert not lean_ok(MODELS["mi300/bf16"], ff.get_format("bf16"))  # AMD steps: their own code
 
 
 def _run(fn, *args, lean: bool):
     tensors = [torch.from_numpy(np.ascontiguousarray(v)) if isinstance(v, np.ndarray) else v
                for v in args]
-    saved = td._lean
+    saved = td.lean_ok
     if not lean:
-        td._lean = lambda m, f: False
+        td.lean_ok = lambda m, f: False
     try:
         with force_namespace(), np.errstate(all="ignore"):
             return fn(*tensors)
     finally:
-        td._lean = saved
+        td.lean_ok = saved
 
 
 def zero_cases(fmt: str, L: int, rng) -> list:

@@ -1,11 +1,11 @@
 """Stochastic rounding in ``matmul`` / ``dot`` with a tensor-core model on the device
-path (``floatfmt.arith.matrixunit.tensorcore_device``, what CUDA tensors run), forced on CPU tensors with
+path (``floatfmt.arith.matrixunit.gemm`` / ``tensorcore`` on tensors, what CUDA tensors run), forced on CPU tensors with
 ``force_namespace`` (issue 11 item 3).
 
 SR applies where the numpy path applies the call's rounding: the operands' casts to
 the model's input format, the epilogue (alpha, beta, c) and ``out_fmt``; the unit's
 steps are the model's.  The device draws from one ``torch.Generator`` per call in the
-order of the module docstring of ``tensorcore_device``; numpy draws from a numpy
+order of the module docstring of ``gemm``; numpy draws from a numpy
 Generator, so the same seed gives other bits.  Proven here:
 
 * the device results equal numpy's rule given the same random numbers: the torch
@@ -201,11 +201,11 @@ def test_epilogue_remainders_past_float64_on_the_same_draws():
 
 
 def test_device_operand_casts_equal_round_values_on_the_same_draws():
-    """The device's SR operand casts (``tensorcore_device._inputs``, a then b from one
+    """The device's SR operand casts (``tensorcore._cast_inputs`` on tensors, a then b from one
     generator) equal numpy's ``round_values(..., sr_random=draws)`` of the exact inputs,
     over each format's whole range (subnormals, past max with each overflow policy),
     then the model's own input rule (tf32 truncation, CDNA2's flush of subnormals)."""
-    from floatfmt.arith.matrixunit.tensorcore_device import _inputs
+    from floatfmt.arith.matrixunit.tensorcore import _cast_inputs
     rng = np.random.default_rng(3)
     bad = 0
     for preset, fmt, _ in PRESETS:
@@ -220,9 +220,9 @@ def test_device_operand_casts_equal_round_values_on_the_same_draws():
             for mode, bits in MODES[::2]:
                 seed = int(rng.integers(1 << 31))
                 with force_namespace():
-                    x, y, _ = _inputs(torch.from_numpy(a), torch.from_numpy(b), m, mode,
-                                      overflow, False, False, torch,
-                                      torch.Generator().manual_seed(seed), bits)
+                    x, y, _ = _cast_inputs(torch.from_numpy(a), torch.from_numpy(b), None, m,
+                                           mode, overflow, False, False,
+                                           torch.Generator().manual_seed(seed), bits)
                 draw = Replay(seed, bits)
                 pol = resolve_overflow(overflow, f)
                 for got, v in ((x, a), (y, b)):
@@ -309,7 +309,7 @@ def test_operands_and_results_are_values_on_the_two_neighbours(mode, bits):
     """The SR operands are values of the input format next to the exact inputs; the
     SR results (out_fmt) are values of out_fmt next to the exact accumulator values
     (numpy's deterministic unit on those operands, which the device path equals)."""
-    from floatfmt.arith.matrixunit.tensorcore_device import _inputs
+    from floatfmt.arith.matrixunit.tensorcore import _cast_inputs
     rng = np.random.default_rng(8)
     for preset, fmt, out_fmt in (("h100/bf16", "bf16", "fp8_e5m2"),
                                  ("b200/fp8_e4m3", "fp8_e4m3", "bf16"),
@@ -317,8 +317,8 @@ def test_operands_and_results_are_values_on_the_two_neighbours(mode, bits):
         a, b = _operands(fmt, (6, 50), rng), _operands(fmt, (50, 7), rng)
         m = get_model(preset, fmt)
         with force_namespace():
-            x, y, _ = _inputs(torch.from_numpy(a), torch.from_numpy(b), m, mode, None, False,
-                              False, torch, torch.Generator().manual_seed(9), bits)
+            x, y, _ = _cast_inputs(torch.from_numpy(a), torch.from_numpy(b), None, m, mode, None,
+                                   False, False, torch.Generator().manual_seed(9), bits)
         for v, exact in ((x.numpy(), a), (y.numpy(), b)):
             assert _in_format(v, m.fmt) and _neighbours(v, exact, m.fmt), preset
             tz = ff.cast(exact, m.fmt, "toward_zero")

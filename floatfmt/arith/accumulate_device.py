@@ -50,8 +50,8 @@ from ..backend.dispatch import check_tensors
 from .eft_device import exact_sum, product_terms
 from .eft import product_is_exact
 from .ops_device import DeviceCall, device_fma, device_mul, fma_parts, product_parts, rounded_sum
-from .matrixunit.tensorcore_device import device_dot as tensorcore_dot
-from .matrixunit.tensorcore_device import device_matmul as tensorcore_matmul
+from .matrixunit.gemm import model_dot as tensorcore_dot
+from .matrixunit.gemm import model_matmul as tensorcore_matmul
 
 __all__ = ["DEVICE_ORDERS", "device_sum", "device_dot", "device_matmul"]
 

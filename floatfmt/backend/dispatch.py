@@ -28,7 +28,8 @@ The rule, and why:
   every order and ``dot`` / ``matmul`` without a model in every order
   (``floatfmt.arith.accumulate_device``), ``matmul`` / ``dot`` with a tensor-core
   ``model`` (every preset, NVIDIA and AMD, the epilogue included), ``mma`` and
-  ``block_scaled_mma`` (``floatfmt.arith.matrixunit.tensorcore_device``, ``floatfmt.arith.matrixunit.fdpa_device``),
+  ``block_scaled_mma`` (``floatfmt.arith.matrixunit``: ``tensorcore``, ``tfdpa``, ``fdpa``,
+  ``gemm``, one body over the namespace for numpy arrays and tensors, ``portable``),
   and ``quantize`` / ``fake_quant`` / ``QuantizedTensor.dequantize`` / ``.codes`` /
   ``.limits`` for every scheme (``floatfmt.scaling.quantize_device``,
   ``floatfmt.scaling.quantized_tensor_device``; stochastic rounding too, inexact quotients
@@ -56,7 +57,7 @@ under ``force_namespace``) from a ``torch.Generator`` on the device or an int se
 one generator per call for the operands' casts and every rounding, with the exact
 remainder handed to the one rounding routine (``ops_device``; tensor-core products:
 the operands' casts, the epilogue and ``out_fmt`` in the order that
-``floatfmt.arith.matrixunit.tensorcore_device`` states).  The two streams
+``floatfmt.arith.matrixunit.gemm`` states).  The two streams
 differ, so a seed gives different bits on the two paths; the rule (the probability
 of each neighbour, ``sr_bits``) is the same, and given the same random numbers so
 are the bits (tests/test_torch_sr.py, tests/test_torch_tensorcore_sr.py).
@@ -419,10 +420,8 @@ def tensor_entry(name: str, operands: tuple[str, ...],
     tensors (``from_host``; a dataclass result gets its array fields as tensors);
     other devices (or CPU under ``force_namespace``) call ``device_impl`` with the
     original arguments, or raise NotImplementedError.  ``device_impl`` may be named as
-    ``"floatfmt.module:function"``, imported on the first device call: for a device
-    module that imports the function's own module (``tensorcore_device`` reads
-    ``tensorcore``'s model registry), which could not be imported back without an
-    import cycle.
+    ``"floatfmt.module:function"``, imported on the first device call (for a device
+    module that imports the function's own module).
 
     ``portable``: ``fn`` is written once over the array namespace (``xp =
     namespace(x)``), so on other devices (or CPU under ``force_namespace``) ``fn``

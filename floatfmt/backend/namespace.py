@@ -16,6 +16,7 @@ would otherwise make float32 from two Python scalars).
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import sys
 
@@ -101,6 +102,70 @@ class _Numpy:
     def randint(rng, n: int, like):
         """Uniform integers 0..n-1 as float64, one per element of ``like``."""
         return rng.integers(0, n, size=like.shape).astype(np.float64)
+
+    # twins-mu: what the matrix units (arith/matrixunit) need beyond the rounding routine:
+    # construction, reductions, layout; the same names and meaning on _Torch
+    float64 = np.float64
+
+    @staticmethod
+    def errstate():
+        """A context that silences numpy's floating-point warnings (torch has none)."""
+        return np.errstate(invalid="ignore", over="ignore", under="ignore", divide="ignore")
+
+    frexp = staticmethod(np.frexp)
+    matmul = staticmethod(np.matmul)
+    einsum = staticmethod(np.einsum)
+    swapaxes = staticmethod(np.swapaxes)
+    moveaxis = staticmethod(np.moveaxis)
+    broadcast_to = staticmethod(np.broadcast_to)
+
+    @staticmethod
+    def to_int64(x):
+        return np.asarray(x).astype(np.int64)
+
+    @staticmethod
+    def amax(x, axis):
+        return x.max(axis)
+
+    @staticmethod
+    def clamp_min(x, lo):
+        return np.maximum(x, lo)
+
+    @staticmethod
+    def zeros(shape, like=None):
+        return np.zeros(shape)
+
+    @staticmethod
+    def empty(shape, like=None):
+        return np.empty(shape)
+
+    @staticmethod
+    def operand(v, like=None):
+        """An operand as it is (numpy functions take lists and numbers)."""
+        return v
+
+    @staticmethod
+    def values(v):
+        """A float64 array of v's values (a detached copy where that is needed)."""
+        return np.asarray(v, np.float64)
+
+    @staticmethod
+    def concatenate(xs, axis):
+        return np.concatenate(xs, axis)
+
+    @staticmethod
+    def repeat(x, n: int, axis: int):
+        return np.repeat(x, n, axis=axis)
+
+    @staticmethod
+    def narrow(x, axis: int, n: int):
+        """The first n entries of x along axis."""
+        return np.take(x, np.arange(n), axis=axis)
+
+    @staticmethod
+    def all(mask) -> bool:
+        return bool(mask.all())
+
 
 
 NUMPY = _Numpy()
@@ -239,6 +304,76 @@ class _Torch:
             return t.Generator(device=x.device).manual_seed(int(rng))
         raise TypeError(f"rng for a torch tensor must be a torch.Generator, an int seed or None, "
                         f"not {type(rng).__name__}")
+
+
+    # twins-mu: the matrix units' operations (see _Numpy's block of the same name)
+    @property
+    def float64(self):
+        return self.t.float64
+
+    @staticmethod
+    def errstate():
+        return contextlib.nullcontext()
+
+    def frexp(self, x):
+        return self.t.frexp(x)
+
+    def matmul(self, a, b):
+        return self.t.matmul(a, b)
+
+    def einsum(self, spec, *ops):
+        return self.t.einsum(spec, *ops)
+
+    def swapaxes(self, x, a, b):
+        return x.transpose(a, b)
+
+    def moveaxis(self, x, a, b):
+        return x.movedim(a, b)
+
+    def broadcast_to(self, x, shape):
+        return x.expand(tuple(shape))
+
+    def to_int64(self, x):
+        return x.to(self.t.int64)
+
+    @staticmethod
+    def amax(x, axis):
+        return x.amax(axis)
+
+    @staticmethod
+    def clamp_min(x, lo):
+        return x.clamp(min=lo)
+
+    def zeros(self, shape, like):
+        return self.t.zeros(tuple(shape), dtype=self.t.float64, device=like.device)
+
+    def empty(self, shape, like):
+        return self.t.empty(tuple(shape), dtype=self.t.float64, device=like.device)
+
+    def operand(self, v, like):
+        """A tensor as it is; numbers and lists beside tensors as float64 tensors on like's
+        device."""
+        t = self.t
+        return v if isinstance(v, t.Tensor) else t.as_tensor(v, dtype=t.float64,
+                                                             device=like.device)
+
+    def values(self, v):
+        return v.detach().to(self.t.float64)
+
+    def concatenate(self, xs, axis):
+        return self.t.cat(list(xs), axis)
+
+    @staticmethod
+    def repeat(x, n: int, axis: int):
+        return x.repeat_interleave(n, dim=axis)
+
+    @staticmethod
+    def narrow(x, axis: int, n: int):
+        return x.narrow(axis, 0, n)
+
+    @staticmethod
+    def all(mask) -> bool:
+        return bool(mask.all())
 
 
     # ------------------------------------------------------------ tensors in and out

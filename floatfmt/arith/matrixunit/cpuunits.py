@@ -113,8 +113,7 @@ def step(terms: list, c: Any, algorithm: str) -> Any:
     """One instruction of ``algorithm`` for one output element per array position:
     ``terms`` are the L exact products (arrays or tensors of one shape, index k), ``c``
     the accumulator (values of fp32).  The rules are the module docstring's; this one
-    function serves the numpy path (``floatfmt.arith.matrixunit.tensorcore``) and tensors
-    (``floatfmt.arith.matrixunit.tensorcore_device``)."""
+    function serves numpy arrays and tensors (``floatfmt.arith.matrixunit.tfdpa``)."""
     c = read_as_zero(c, get_format("fp32"))
     xp = _xp(c)
     if algorithm == "vdpbf16":

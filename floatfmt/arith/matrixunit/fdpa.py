@@ -43,10 +43,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import eft
+from ...backend.namespace import NUMPY, is_tensor, namespace
 from ...core.formats import Format
 from ...core.rounding import round_values
 
-__all__ = ["ALGORITHMS", "STEP_ROUNDINGS", "EXTRA_GPUS", "EXTRA_ALIASES", "BLOCK_GPUS", "step",
+__all__ = ["ALGORITHMS", "STEP_ROUNDINGS", "rne_add", "EXTRA_GPUS", "EXTRA_ALIASES", "BLOCK_GPUS", "step",
            "flush_to_plus_zero", "scale_parts", "scaled_terms"]
 
 #: MMA-Sim's operation names (paper v2, Table 1) -> what selects them here.
@@ -94,50 +95,70 @@ class StepModel(Protocol):
     def ftz(self) -> bool: ...
 
 
+def rne_add(x, y, fmt: Format, policy: str):
+    """x + y rounded once to fmt with nearest-even (the exact sum and its remainder
+    class): the additions of the AMD trees and T-FDPA's ``c_entry="after"``.  numpy
+    arrays: ``eft.exact_sum``; tensors: ``ops_device.device_add``, the same rule (one
+    place to change when the two merge)."""
+    if is_tensor(x) or is_tensor(y):
+        from ..ops_device import device_add
+        return device_add(x, y, fmt, "nearest_even", policy)
+    t, cls = eft.exact_sum(x, y)
+    return round_values(t, fmt, "nearest_even", policy, sticky=cls)
+
+
 def _cut(v, k, mode):
     """``v * 2**k`` rounded to an integer with ``mode`` (toward_zero / down) by the one
     rounding routine; exact scaling (no term here comes near the float64 limits)."""
-    y = np.ldexp(v, k)
-    return round_values(y, _ALIGNED, mode, "saturate", out=y)
+    xp = namespace(v)
+    y = xp.ldexp(v, k)
+    return round_values(y, _ALIGNED, mode, "saturate", out=y if xp is NUMPY else None)
 
 
 def _exponents(v, fmt: Format, zero_exponent: int):
     """max(floor(log2|v|), emin) for nonzero finite v, ``zero_exponent`` elsewhere."""
-    fin = np.isfinite(v) & (v != 0)
-    with np.errstate(invalid="ignore"):
-        _, e = np.frexp(np.where(fin, v, 1.0))
-    return np.where(fin, np.maximum(e.astype(np.int64) - 1, fmt.emin), zero_exponent)
+    xp = namespace(v)
+    fin = xp.isfinite(v) & (v != 0)
+    with xp.errstate():
+        _, e = xp.frexp(xp.where(fin, v, 1.0))
+    return xp.where(fin, xp.clamp_min(xp.to_int64(e) - 1, fmt.emin), zero_exponent)
 
 
 def _specials(P, c):
     """(mask, value): where the plain float64 sum of the products and c is Inf or NaN."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        total = np.where(np.isfinite(P), 0.0, P).sum(-1) + np.where(np.isfinite(c), 0.0, c)
-    return ~np.isfinite(total), total
+    xp = namespace(P)
+    with xp.errstate():
+        total = xp.where(xp.isfinite(P), 0.0, P).sum(-1) + xp.where(xp.isfinite(c), 0.0, c)
+    return ~xp.isfinite(total), total
 
 
 def _finish_rne(val, exact_zero, special, total, ofmt: Format):
     """val rounded once to ofmt (RNE, Inf past the range); +0 where exact_zero; the
     special value (canonical NaN, or the Inf) where ``special``."""
+    xp = namespace(val)
     r = round_values(val, ofmt, "nearest_even", "inf" if ofmt.inf else "saturate")
-    r = np.where(exact_zero, 0.0, r)
-    return np.where(special, np.where(np.isnan(total), np.nan, total), r)
+    r = xp.where(exact_zero, 0.0, r)
+    return xp.where(special, xp.where(xp.isnan(total), float("nan"), total), r)
 
 
 def flush_to_plus_zero(v, fmt: Format):
-    """Subnormal values of fmt, and -0, become +0 (an input flush that loses the sign)."""
-    v = np.asarray(v, np.float64)
-    return np.where(np.abs(v) < fmt.smallest_normal, 0.0, v)
+    """Subnormal values of fmt, and -0, become +0 (an input flush that loses the sign);
+    numpy arrays (or array-likes) and tensors."""
+    xp = namespace(v)
+    v = xp.values(v)
+    return xp.where(xp.abs(v) < fmt.smallest_normal, 0.0, v)
 
 
 def _flush_keep_sign(v, fmt: Format):
     """Results below fmt's smallest normal become a zero of their own sign."""
-    return np.where(np.abs(v) < fmt.smallest_normal, np.copysign(0.0, v), v)
+    xp = namespace(v)
+    return xp.where(xp.abs(v) < fmt.smallest_normal, xp.signed(0.0, v), v)
 
 
 # ---------------------------------------------------------------------------------------------
 def _exact_rounded_sum(terms, ofmt: Format):
-    """The exact sum of a few float64 arrays rounded once (RNE) to ofmt, exact zero +0.
+    """The exact sum of a few float64 arrays rounded once (RNE) to ofmt, exact zero +0:
+    the ``"expansion"`` strategy of E-FDPA's sum (numpy arrays).
 
     Shewchuk's grow-expansion turns the terms into non-overlapping components of
     increasing magnitude (two_sum is exact); adding them from the top stays exact
@@ -168,29 +189,49 @@ def _exact_rounded_sum(terms, ofmt: Format):
     return np.where((t == 0) & (cls == 0), 0.0, r)
 
 
+def _limbs_rounded_sum(T, ofmt: Format):
+    """The same sum by the ``"limbs"`` strategy (tensors: ``eft_device.exact_sum``,
+    integer limbs; T holds the terms on its last axis): the sum truncated toward zero
+    to float64 and the remainder class of what lies below, rounded once by the one
+    rounding routine."""
+    from ..eft_device import exact_sum
+    xp = namespace(T)
+    s, cls = exact_sum(xp.moveaxis(T, -1, 0), "nearest_even")
+    r = round_values(s, ofmt, "nearest_even", "inf" if ofmt.inf else "saturate", sticky=cls)
+    return xp.where((s == 0) & (cls == 0), 0.0, r)
+
+
 def _e_fdpa(P, c, ofmt: Format):
+    """The L products and c added exactly and rounded once (RNE): numpy arrays by the
+    expansion (``_exact_rounded_sum``), tensors by integer limbs (``_limbs_rounded_sum``),
+    two strategies of one rule (tests/test_torch_tensorcore.py compares them)."""
+    xp = namespace(P)
     special, total = _specials(P, c)
-    Pf = np.where(np.isfinite(P), P, 0.0)
-    cf = np.where(np.isfinite(c), c, 0.0)
-    r = _exact_rounded_sum([Pf[..., i] for i in range(P.shape[-1])] + [cf], ofmt)
-    return np.where(special, np.where(np.isnan(total), np.nan, total), r)
+    Pf = xp.where(xp.isfinite(P), P, 0.0)
+    cf = xp.where(xp.isfinite(c), c, 0.0)
+    if xp is NUMPY:
+        r = _exact_rounded_sum([Pf[..., i] for i in range(P.shape[-1])] + [cf], ofmt)
+    else:
+        r = _limbs_rounded_sum(xp.concatenate([Pf, cf[..., None]], -1), ofmt)
+    return xp.where(special, xp.where(xp.isnan(total), float("nan"), total), r)
 
 
 def _ftz_addmul(P, c, L: int, ftz: bool, ofmt: Format):
     """Products rounded to ofmt and (``ftz``) flushed; the pairwise tree over L products
     (a short last step padded with +0 products, as K padded with zeros); d = FTZ(c + s).
     With ``ftz`` the initial c was flushed to +0 by the caller (``flush_to_plus_zero``)."""
+    xp = namespace(P)
+
     def flush(v):
         return _flush_keep_sign(v, ofmt) if ftz else v
 
     def add(x, y):
-        t, cls = eft.exact_sum(x, y)
-        return flush(round_values(t, ofmt, "nearest_even", "inf", sticky=cls))
+        return flush(rne_add(x, y, ofmt, "inf"))
 
-    with np.errstate(over="ignore"):
-        p = flush(round_values(np.asarray(P, np.float64), ofmt, "nearest_even", "inf"))
+    with xp.errstate():
+        p = flush(round_values(xp.values(P), ofmt, "nearest_even", "inf"))
     terms = [p[..., i] for i in range(p.shape[-1])]
-    terms += [np.zeros(p.shape[:-1])] * (L - len(terms))
+    terms += [xp.zeros(p.shape[:-1], p)] * (L - len(terms))
     while len(terms) > 1:  # (p0 + p1) + (p2 + p3): one tree level at a time
         nxt = [add(terms[i], terms[i + 1]) for i in range(0, len(terms) - 1, 2)]
         if len(terms) % 2:
@@ -201,47 +242,51 @@ def _ftz_addmul(P, c, L: int, ftz: bool, ofmt: Format):
 
 def _set_sum(P, EP, model: StepModel):
     """Step 1 of TR / GTR for one set: (S, e) with the truncated fused sum S * 2**(e - F)."""
-    nz = (P != 0) & np.isfinite(P)
-    e = np.where(nz, EP, model.zero_exponent).max(-1)
-    y = _cut(np.where(nz, P, 0.0), (model.F - e)[..., None], "toward_zero")
+    xp = namespace(P)
+    nz = (P != 0) & xp.isfinite(P)
+    e = xp.amax(xp.where(nz, EP, model.zero_exponent), -1)
+    y = _cut(xp.where(nz, P, 0.0), (model.F - e)[..., None], "toward_zero")
     return y.sum(-1), e
 
 
 def _tr_fdpa(P, EP, c, model: StepModel, cfmt: Format, ofmt: Format):
+    xp = namespace(P)
     F = model.F
     if model.product_overflow:
-        with np.errstate(invalid="ignore"):
-            big = np.abs(P) >= 2.0 ** (ofmt.emax + 1)
-        P = np.where(big, np.copysign(np.inf, P), P)
+        with xp.errstate():
+            big = xp.abs(P) >= 2.0 ** (ofmt.emax + 1)
+        P = xp.where(big, xp.signed(float("inf"), P), P)
     special, total = _specials(P, c)
     n = model.interleave
     sums = [_set_sum(P[..., j::n], EP[..., j::n], model) for j in range(min(n, P.shape[-1]))]
     e_p = sums[0][1]
     for _, e in sums[1:]:
-        e_p = np.maximum(e_p, e)
+        e_p = xp.maximum(e_p, e)
     if len(sums) == 1:
         S = sums[0][0]
     else:  # GTR step 2: each set sum to F bits below 2**e_p
         mode = STEP_ROUNDINGS[model.group_rounding]
         S = sum(_cut(s, e - e_p, mode) for s, e in sums)
-    cf = np.where(np.isfinite(c), c, 0.0)
+    cf = xp.where(xp.isfinite(c), c, 0.0)
     e_c = _exponents(cf, cfmt, model.zero_exponent)
-    E = np.maximum(e_p, e_c)
+    E = xp.maximum(e_p, e_c)
     mode = STEP_ROUNDINGS[model.combine_rounding]
     A = _cut(S, e_p - F - (E - model.F2), mode)  # units of 2**(E - F2)
     C = _cut(cf, F - E, mode)  # units of 2**(E - F)
     if model.c_cutoff is not None:
-        C = np.where(e_c < E - model.c_cutoff, 0.0, C)
-    total_units = A + np.ldexp(C, model.F2 - F)  # below 2**(F2 + 4): exact
-    val = np.ldexp(total_units, E - model.F2)
+        C = xp.where(e_c < E - model.c_cutoff, 0.0, C)
+    total_units = A + xp.ldexp(C, model.F2 - F)  # below 2**(F2 + 4): exact
+    val = xp.ldexp(total_units, E - model.F2)
     return _finish_rne(val, total_units == 0, special, total, ofmt)
 
 
 def step(P, EP, c, model: StepModel, cfmt: Format, ofmt: Format):
     """One step of ``model.algorithm`` (not ``t_fdpa``) over the last axis of the exact
-    products P (exponents EP) with accumulator c (values of cfmt); the result in ofmt."""
-    P = np.asarray(P, np.float64)
-    c = np.asarray(c, np.float64)
+    products P (exponents EP) with accumulator c (values of cfmt); the result in ofmt.
+    numpy arrays (or array-likes) and tensors of any device."""
+    xp = namespace(P)
+    P = xp.values(P)
+    c = xp.values(xp.operand(c, P))
     alg = model.algorithm
     if alg == "e_fdpa":
         return _e_fdpa(P, c, ofmt)
@@ -338,13 +383,13 @@ def scale_parts(s, fmt: Format):
     e = max(floor(log2|s|), emin) (the sign of a scale is ignored, as the unit ignores
     the sign bit of a ue4m3 scale); NaN scales keep a NaN significand, zero scales a
     zero one (exponent emin)."""
-    a = np.abs(np.asarray(s, np.float64))
-    fin = np.isfinite(a) & (a != 0)
-    with np.errstate(invalid="ignore"):
-        _, e = np.frexp(np.where(fin, a, 1.0))
-    e = np.where(fin, np.maximum(e.astype(np.int64) - 1, fmt.emin), fmt.emin)
-    return np.where(np.isfinite(a), np.ldexp(a, -e), np.nan), e
-
+    xp = namespace(s)
+    a = xp.abs(xp.values(s))
+    fin = xp.isfinite(a) & (a != 0)
+    with xp.errstate():
+        _, e = xp.frexp(xp.where(fin, a, 1.0))
+    e = xp.where(fin, xp.clamp_min(xp.to_int64(e) - 1, fmt.emin), fmt.emin)
+    return xp.where(xp.isfinite(a), xp.ldexp(a, -e), float("nan")), e
 
 
 def scaled_terms(x, sx, y, sy, elem: Format, scale_fmt: Format, scale_block: int, group: int,
@@ -360,12 +405,14 @@ def scaled_terms(x, sx, y, sy, elem: Format, scale_fmt: Format, scale_block: int
       when the group sum is 0 (the step aligns every group term by it); a zero scale's
       exponent there is ``zero_exponent``, as in MMA-Sim.
 
-    K is padded with zero elements to a multiple of ``group``."""
+    K is padded with zero elements to a multiple of ``group``.  numpy arrays and
+    tensors of any device."""
+    xp = namespace(x)
     K = x.shape[-1]
     if group > 1 and K % group:
         pad = group - K % group
-        x = np.concatenate([x, np.zeros(x.shape[:-1] + (pad,))], -1)
-        y = np.concatenate([y, np.zeros(y.shape[:-2] + (pad, y.shape[-1]))], -2)
+        x = xp.concatenate([x, xp.zeros(tuple(x.shape[:-1]) + (pad,), x)], -1)
+        y = xp.concatenate([y, xp.zeros(tuple(y.shape[:-2]) + (pad, y.shape[-1]), y)], -2)
         K += pad
     sig_x, e_x = scale_parts(sx, scale_fmt)
     sig_y, e_y = scale_parts(sy, scale_fmt)
@@ -373,25 +420,25 @@ def scaled_terms(x, sx, y, sy, elem: Format, scale_fmt: Format, scale_block: int
     n = K // group
 
     def expand(v, axis):
-        return np.take(np.repeat(v, per, axis=axis), np.arange(n), axis=axis)
+        return xp.narrow(xp.repeat(v, per, axis), axis, n)
 
-    ax = np.ldexp(expand(sig_x, -1), expand(e_x, -1))  # |s_x| per term: (..., M, n)
-    ay = np.ldexp(expand(sig_y, -2), expand(e_y, -2))  # (..., n, N)
+    ax = xp.ldexp(expand(sig_x, -1), expand(e_x, -1))  # |s_x| per term: (..., M, n)
+    ay = xp.ldexp(expand(sig_y, -2), expand(e_y, -2))  # (..., n, N)
     ex_s, ey_s = expand(e_x, -1), expand(e_y, -2)
-    yt = np.swapaxes(y, -1, -2)  # (..., N, K)
-    ayt, eyt_s = np.swapaxes(ay, -1, -2), np.swapaxes(ey_s, -1, -2)  # (..., N, n)
-    with np.errstate(invalid="ignore", over="ignore"):
+    yt = xp.swapaxes(y, -1, -2)  # (..., N, K)
+    ayt, eyt_s = xp.swapaxes(ay, -1, -2), xp.swapaxes(ey_s, -1, -2)  # (..., N, n)
+    with xp.errstate():
         if group == 1:
             xs, ys = x * ax, yt * ayt
             T = xs[..., :, None, :] * ys[..., None, :, :]
             ET = (_exponents(x, elem, 0) + ex_s)[..., :, None, :] \
                 + (_exponents(yt, elem, 0) + eyt_s)[..., None, :, :]
         else:
-            ex_s = np.where(expand(sig_x, -1) == 0, zero_exponent, ex_s)
-            eyt_s = np.where(np.swapaxes(expand(sig_y, -2), -1, -2) == 0, zero_exponent, eyt_s)
-            xg = x.reshape(x.shape[:-1] + (n, group))
-            yg = yt.reshape(yt.shape[:-1] + (n, group))
-            sums = np.einsum("...mgk,...ngk->...mng", xg, yg)
+            ex_s = xp.where(expand(sig_x, -1) == 0, zero_exponent, ex_s)
+            eyt_s = xp.where(xp.swapaxes(expand(sig_y, -2), -1, -2) == 0, zero_exponent, eyt_s)
+            xg = x.reshape(tuple(x.shape[:-1]) + (n, group))
+            yg = yt.reshape(tuple(yt.shape[:-1]) + (n, group))
+            sums = xp.einsum("...mgk,...ngk->...mng", xg, yg)
             T = sums * ax[..., :, None, :] * ayt[..., None, :, :]
             ET = ex_s[..., :, None, :] + eyt_s[..., None, :, :]
     return T, ET

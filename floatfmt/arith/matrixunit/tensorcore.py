@@ -33,7 +33,12 @@ c=C)`` instead adds C afterwards in a cuBLAS-style epilogue (see ``mma``).
 
 A ``TensorCoreModel`` (``model``) holds those parameters as data, so a new GPU is a new
 record (``presets``).  The step itself is ``tfdpa``, its fast kernel ``tensorcore_fast``;
-this module holds the entry points.  ``tensorcore_models()`` lists the presets (``"h100/bf16"`` ...);
+this module holds the entry points, written once over the array namespace
+(``floatfmt.backend.namespace``): ``mma`` and ``block_scaled_mma`` take numpy arrays and
+tensors of any device alike (``tensor_entry(portable=True)``: CPU tensors run the numpy
+path, other devices the same body on torch ops); ``choose_kernel`` is the one place that
+picks the K chain's kernel.  ``matmul`` / ``dot`` with a model, the epilogue included,
+are ``gemm``'s.  ``tensorcore_models()`` lists the presets (``"h100/bf16"`` ...);
 ``ff.matmul(a, b, "bf16", model="h100")`` picks the one for the format.
 
 >>> import floatfmt as ff
@@ -44,11 +49,14 @@ this module holds the entry points.  ``tensorcore_models()`` lists the presets (
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import cpuunits, fdpa
 from ...core.block_formats import get_block_format, is_block_format
 from ...backend.dispatch import tensor_entry
+from ...backend.namespace import NUMPY, is_tensor, namespace
 from ...core.formats import FormatLike, get_format
 from ...core.names import unknown_name
 from ...core.types import Values
@@ -58,7 +66,7 @@ from ...core.threads import limit_threads, run_parts
 from .model import C_ENTRIES, TF32_OPERANDS, TensorCoreModel
 from .presets import GPU_ALIASES, PRESETS, get_model, tensorcore_models
 from .tensorcore_fast import chain_matmul_fast, fast_ok
-from .tfdpa import exponents, fused_dot, tfdpa_step
+from .tfdpa import ZERO_OPERAND, exponents, fused_dot, lean_ok, tfdpa_step
 
 __all__ = ["TensorCoreModel", "tensorcore_models", "get_model", "tensorcore_product",
            "fused_dot", "mma", "block_scaled_mma", "get_block_model", "TF32_OPERANDS",
@@ -66,28 +74,40 @@ __all__ = ["TensorCoreModel", "tensorcore_models", "get_model", "tensorcore_prod
 
 
 
+def _xp(*vs):
+    """The namespace of the first tensor among vs, else numpy's."""
+    for v in vs:
+        if is_tensor(v):
+            return namespace(v)
+    return NUMPY
+
+
 def _cast_inputs(a, b, fmt, model, rounding, overflow, ftz, daz, rng, sr_bits=None):
     """a, then b, cast to the model's input format (tf32 models: to fp32 in ``rounding``,
-    then to tf32 by the model's ``tf32_operands`` rule)."""
+    then to tf32 by the model's ``tf32_operands`` rule), as float64 arrays or tensors;
+    under stochastic rounding a and then b draw one number per element from ``rng``
+    (a numpy Generator, or a torch.Generator on the tensors' device)."""
     from ...core.cast import cast
-    fmt = get_format(fmt)
+    xp = _xp(a, b)
+    if xp is not NUMPY:  # numbers and lists beside a tensor: tensors on its device
+        like = a if is_tensor(a) else b
+        a, b = xp.operand(a, like), xp.operand(b, like)
     in_fmt = get_format(model.fmt)
-    opts = dict(overflow=overflow, ftz=ftz, daz=daz, rng=rng, sr_bits=sr_bits, dtype=np.float64)
+    opts = dict(overflow=overflow, ftz=ftz, daz=daz, rng=rng, sr_bits=sr_bits, dtype=xp.float64)
     if model.fmt == "tf32":
-        x = cast(cast(a, "fp32", rounding, **opts), "tf32",
-                 TF32_OPERANDS[model.tf32_operands], dtype=np.float64)
-        y = cast(cast(b, "fp32", rounding, **opts), "tf32",
-                 TF32_OPERANDS[model.tf32_operands], dtype=np.float64)
+        rule = TF32_OPERANDS[model.tf32_operands]
+        x = cast(cast(a, "fp32", rounding, **opts), "tf32", rule, dtype=xp.float64)
+        y = cast(cast(b, "fp32", rounding, **opts), "tf32", rule, dtype=xp.float64)
     else:
         x = cast(a, in_fmt, rounding, **opts)
         y = cast(b, in_fmt, rounding, **opts)
+    x, y = xp.values(x), xp.values(y)
     if model.ftz:  # the unit flushes subnormal inputs to +0 (CDNA2)
         x, y = fdpa.flush_to_plus_zero(x, in_fmt), fdpa.flush_to_plus_zero(y, in_fmt)
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     if model.daz:  # subnormal inputs read as zeros of their sign (Intel)
         x, y = cpuunits.read_as_zero(x, in_fmt), cpuunits.read_as_zero(y, in_fmt)
     if in_fmt.kind == "int":
-        check_int_operands(model, bool(np.isnan(x).any()), bool(np.isnan(y).any()))
+        check_int_operands(model, xp.any(xp.isnan(x)), xp.any(xp.isnan(y)))
     return x, y, in_fmt
 
 
@@ -99,8 +119,8 @@ def check_int_operands(model: TensorCoreModel, nan_a: bool, nan_b: bool) -> None
     without this check a NaN would become some integer, a different one per path.
     +-Inf is no error: the operands' cast saturates it to the format's extremes (what
     ``ff.cast(inf, "int8")`` gives under every overflow policy it accepts).  The host
-    (``tensorcore``) and device (``tensorcore_device``) paths both call this, so the
-    error is the same on both.
+    one body (``_cast_inputs``) serves numpy arrays and tensors, so the error is the
+    same on both.
 
     >>> check_int_operands(get_model("h100", "int8"), False, True)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -114,75 +134,134 @@ def check_int_operands(model: TensorCoreModel, nan_a: bool, nan_b: bool) -> None
                          "NaN first, or use a floating-point model)")
 
 
-def _int_dot(x, y, kind):
-    xi, yi = x.astype(np.int64), y.astype(np.int64)
-    r = (xi * yi).sum(-1) if kind == "dot" else np.matmul(xi, yi)
-    r = (r + 2 ** 31) % 2 ** 32 - 2 ** 31  # int32 wrap-around
-    return r.astype(np.float64)
+def _int32_wrap(r):
+    """Exact integer values (float64) wrapped to int32, as float64 (exact: |r| < 2**53)."""
+    return (r + 2.0 ** 31) % 2.0 ** 32 - 2.0 ** 31
+
+
+def _int_dot(x, y, kind, c=None):
+    """The int8 unit: integer products summed exactly (float64 holds every partial sum
+    of integers below 2**53 exactly, in any order), plus c, wrapped to int32."""
+    xp = namespace(x)
+    if kind == "dot":
+        r = (x * y).sum(-1)
+    elif x.shape[-1]:
+        r = xp.matmul(x, y)
+    else:  # K = 0
+        r = xp.zeros(tuple(np.broadcast_shapes(tuple(x.shape[:-2]), tuple(y.shape[:-2])))
+                     + (x.shape[-2], y.shape[-1]), x)
+    return _int32_wrap(r if c is None else r + c)
 
 
 _ROWS_ELEMS = 1 << 21
 
 
-def _chain_matmul(x, ex, y, ey, m: TensorCoreModel, c=None, fmt=None):
+def tile_terms(x) -> int:
+    """Products (rows x N x L) formed at once by the reference chain: 2**21 for numpy
+    arrays (the tiles run on threads), 2**26 on a GPU (few, large kernels; about ten
+    float64 temporaries of that size), 2**20 for tensors elsewhere (cache-sized)."""
+    if not is_tensor(x):
+        return _ROWS_ELEMS
+    return 1 << 26 if x.device.type == "cuda" else 1 << 20
+
+
+#: The kernels of a model's K chain (``_chain_matmul``): numpy's fast one and the two
+#: strategies of the reference step (``tfdpa._fused``); all give the same bits.
+KERNELS = ("fast", "general", "lean")
+
+
+def choose_kernel(x, y, m: TensorCoreModel, fmt) -> str:
+    """The one place that chooses the kernel of the K chain: numpy arrays take
+    ``tensorcore_fast`` where ``fast_ok`` admits them, else the reference steps
+    (``tfdpa``, strategy ``"general"``); tensors take the reference steps, strategy
+    ``"lean"`` where ``tfdpa.lean_ok`` admits the model (the same bits, fewer passes on
+    a device)."""
+    if not is_tensor(x):
+        return "fast" if fmt is not None and fast_ok(x, y, m) else "general"
+    return "lean" if fmt is not None and lean_ok(m, fmt) else "general"
+
+
+def _chain_matmul(x, ex, y, ey, m: TensorCoreModel, c=None, fmt=None, kernel=None):
     """``x @ y`` (values with exponents ex, ey; at least 2-D) through the model's steps in
     K order, starting from the accumulator c (values of ``m.acc_fmt``, broadcast to the
-    output shape; None: +0).  Works on a few output rows at a time to bound memory."""
-    out_shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
-    if fmt is not None and fast_ok(x, y, m):
+    output shape; None: +0).  Works on a few output rows at a time to bound memory.
+    ``kernel``: one of ``KERNELS`` (None: ``choose_kernel``'s; "fast" on numpy only,
+    "lean" only where ``tfdpa.lean_ok`` holds)."""
+    xp = namespace(x)
+    out_shape = tuple(np.broadcast_shapes(tuple(x.shape[:-2]), tuple(y.shape[:-2]))) \
+        + (x.shape[-2], y.shape[-1])
+    strategy = choose_kernel(x, y, m, fmt) if kernel is None else kernel
+    if strategy == "fast":
         return chain_matmul_fast(x, y, fmt, m, c, out_shape)
-    yt, eyt = np.swapaxes(y, -1, -2), np.swapaxes(ey, -1, -2)  # (..., N, K)
+    if strategy not in KERNELS:
+        raise unknown_name("tensor-core kernel", strategy, list(KERNELS))
+    if strategy == "lean":  # zero operands: an exponent no product with them raises to e_max
+        ex, ey = xp.where(x == 0, ZERO_OPERAND, ex), xp.where(y == 0, ZERO_OPERAND, ey)
+    yt, eyt = xp.swapaxes(y, -1, -2), xp.swapaxes(ey, -1, -2)  # (..., N, K)
     K = x.shape[-1]
-    c = np.zeros(out_shape) if c is None else np.broadcast_to(c, out_shape)
-    out = np.empty(out_shape)
+    c = xp.zeros(out_shape, x) if c is None else xp.broadcast_to(c, out_shape)
+    out = xp.empty(out_shape, x)
     rows = out_shape[-2]
-    per_row = max(1, int(np.prod(out_shape[:-2], dtype=np.int64)) * out_shape[-1] * min(K, m.L))
-    step = max(1, _ROWS_ELEMS // per_row)
+    per_row = max(1, math.prod(out_shape[:-2]) * out_shape[-1] * min(K, m.L))
+    step = max(1, tile_terms(x) // per_row)
+
     def tile(t):  # a few output rows (tiles run on threads: floatfmt.core.threads)
         r0 = t * step
         xs, exs = x[..., r0:r0 + step, None, :], ex[..., r0:r0 + step, None, :]
-        acc = np.array(c[..., r0:r0 + step, :], np.float64)
+        acc = xp.copy(c[..., r0:r0 + step, :])
         cfmt, ofmt = get_format(m.acc_fmt), m.output_format
         for k0 in range(0, K, m.L):
             sl = slice(k0, k0 + m.L)
-            with np.errstate(invalid="ignore", over="ignore"):
+            with xp.errstate():
                 P = xs[..., sl] * yt[..., None, :, sl]
             EP = exs[..., sl] + eyt[..., None, :, sl]
-            acc = tfdpa_step(P, EP, acc, m, cfmt, ofmt)
+            acc = tfdpa_step(P, EP, acc, m, cfmt, ofmt, strategy=strategy)
             cfmt = ofmt
         out[..., r0:r0 + step, :] = acc
 
-    with limit_threads(1):  # 2 threads measured slower here (h100 256^3: 94 -> 128 ms)
-        run_parts(-(-rows // step), tile)
+    n = -(-rows // step)
+    if xp is NUMPY:
+        with limit_threads(1):  # 2 threads measured slower here (h100 256^3: 94 -> 128 ms)
+            run_parts(n, tile)
+    else:
+        for t in range(n):
+            tile(t)
     return out
 
 
 def tensorcore_product(kind, a, b, fmt, model, acc_fmt="fp32", *, rounding="nearest_even",
                        overflow=None, ftz=False, daz=False, rng=None, sr_bits=None):
     """``dot`` (kind "dot": last axes, leading axes broadcast) or ``matmul`` of a and b
-    through the tensor-core ``model``.  Returns (values, accumulator format name).
+    through the tensor-core ``model``.  Returns (values, accumulator format name):
+    float64 arrays for numpy operands, float64 tensors on the operands' device for
+    tensors (one body, over the array namespace).
 
     The operands' casts to the model's input format take ``rounding`` (stochastic
-    included: a and then b draw from the one generator ``make_rng(rng)``, with
-    ``sr_bits``); the unit's own steps are deterministic."""
+    included: a and then b draw from the one generator ``rng``: numpy arrays
+    ``make_rng(rng)``, tensors a ``torch.Generator`` on their device, with ``sr_bits``);
+    the unit's own steps are deterministic."""
     m = get_model(model, fmt, acc_fmt)
-    if resolve_mode(rounding) in STOCHASTIC:
+    xp = _xp(a, b)
+    if resolve_mode(rounding) in STOCHASTIC and xp is NUMPY:
         rng = make_rng(rng)  # one stream for both operands (an int seed is not reused)
     x, y, in_fmt = _cast_inputs(a, b, fmt, m, rounding, overflow, ftz, daz, rng, sr_bits)
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError(f"{kind} needs arrays, not scalars")
+    if kind == "dot" and x.shape[-1] != y.shape[-1]:
+        raise ValueError(f"dot: last axes differ ({x.shape[-1]} and {y.shape[-1]})")
     if m.fmt == "int8":
         if kind == "matmul":
-            return _int_dot(x, y, kind), "fp32"
-        return _int_dot(*np.broadcast_arrays(x, y), kind), "fp32"
+            _, res_shape = matmul_shapes(x.shape, y.shape)
+            x2 = x[None, :] if x.ndim == 1 else x
+            y2 = y[:, None] if y.ndim == 1 else y
+            return _int_dot(x2, y2, kind).reshape(res_shape), "fp32"
+        return _int_dot(x, y, kind), "fp32"
     ex, ey = exponents(x, in_fmt), exponents(y, in_fmt)
     if kind == "dot":
-        if x.shape[-1] != y.shape[-1]:
-            raise ValueError(f"dot: last axes differ ({x.shape[-1]} and {y.shape[-1]})")
-        with np.errstate(invalid="ignore", over="ignore"):
+        with xp.errstate():
             P = x * y
         EP = ex + ey
-        r = fused_dot(P, np.broadcast_to(EP, P.shape), m)
+        r = fused_dot(P, xp.broadcast_to(EP, P.shape), m)
         return r, m.acc_fmt
     _, res_shape = matmul_shapes(x.shape, y.shape)
     if x.ndim == 1:
@@ -193,8 +272,8 @@ def tensorcore_product(kind, a, b, fmt, model, acc_fmt="fp32", *, rounding="near
 
 
 def matmul_shapes(xshape: tuple, yshape: tuple, kind: str = "matmul") -> tuple[tuple, tuple]:
-    """The shapes of ``x @ y`` by numpy's rules, for the host and the device kernels
-    (``floatfmt.arith.matrixunit.tensorcore_device``) alike: (the product's shape with a 1-D x read as
+    """The shapes of ``x @ y`` by numpy's rules, for numpy arrays and tensors alike
+    (``gemm``, ``block_scaled_mma``): (the product's shape with a 1-D x read as
     (1, K) and a 1-D y as (K, 1), the result's shape without those axes).  ValueError
     for scalars, a K that differs, or batch axes that do not broadcast.
 
@@ -227,7 +306,7 @@ def mma_shapes(xshape: tuple, yshape: tuple) -> tuple:
     return matmul_shapes(xshape, yshape, "mma")[0]
 
 
-@tensor_entry('mma', ('a', 'b', 'c'), device_impl="floatfmt.arith.matrixunit.tensorcore_device:device_mma")
+@tensor_entry('mma', ('a', 'b', 'c'), portable=True)
 def mma(a: Values, b: Values, c: Values, fmt: FormatLike, model: str | TensorCoreModel,
         acc_fmt: FormatLike = "fp32") -> Values:
     """D = A.B + C as one matrix unit computes it: C is the accumulator input of the unit.
@@ -265,38 +344,44 @@ def mma(a: Values, b: Values, c: Values, fmt: FormatLike, model: str | TensorCor
     1.0000001192092896
     """
     m = get_model(model, fmt, acc_fmt)
+    xp = _xp(a, b, c)
+    if xp is not NUMPY:  # numbers and lists beside a tensor c: tensors on its device
+        like = next(v for v in (a, b, c) if is_tensor(v))
+        a, b = xp.operand(a, like), xp.operand(b, like)
     x, y, in_fmt = _cast_inputs(a, b, fmt, m, "nearest_even", None, False, False, None)
     out_shape = mma_shapes(x.shape, y.shape)
-    cv = _accumulator_input(c, m, out_shape)
+    cv = _accumulator_input(c, m, out_shape, x)
     if m.fmt == "int8":
-        r = np.matmul(x.astype(np.int64), y.astype(np.int64)) + cv.astype(np.int64)
-        return ((r + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.float64)
+        return _int_dot(x, y, "matmul", cv)
     return _chain_matmul(x, exponents(x, in_fmt), y, exponents(y, in_fmt), m, cv, in_fmt)
 
 
-def _accumulator_input(c, m: TensorCoreModel, out_shape):
-    """c as values of the model's accumulator, broadcast to out_shape (checked)."""
+def _accumulator_input(c, m: TensorCoreModel, out_shape, like):
+    """c as values of the model's accumulator (on ``like``'s namespace and device),
+    broadcast to out_shape (checked)."""
     from ...core.cast import cast
     if isinstance(c, (str, bytes)) or c is None:
         raise TypeError(f"mma: c must be a number or an array of numbers, not {type(c).__name__}")
+    xp = namespace(like)
+    c = xp.operand(c, like)
     if m.fmt == "int8":
-        cv = np.asarray(c, np.float64)
-        with np.errstate(invalid="ignore"):
-            ok = np.isfinite(cv) & (cv == np.round(cv)) & (np.abs(cv + 0.5) <= 2.0 ** 31)
-        if not ok.all():
+        cv = xp.values(c)
+        with xp.errstate():
+            ok = xp.isfinite(cv) & (cv == xp.rint(cv)) & (xp.abs(cv + 0.5) <= 2.0 ** 31)
+        if not xp.all(ok):
             raise ValueError("mma: an int8 model's c must hold integers in the int32 range")
     else:
-        cv = np.asarray(cast(c, m.acc_fmt, dtype=np.float64), np.float64)
+        cv = xp.values(cast(c, m.acc_fmt, dtype=xp.float64))
         if m.ftz:
             cv = fdpa.flush_to_plus_zero(cv, get_format(m.acc_fmt))
     try:
-        fits = np.broadcast_shapes(cv.shape, out_shape) == tuple(out_shape)
+        fits = np.broadcast_shapes(tuple(cv.shape), tuple(out_shape)) == tuple(out_shape)
     except ValueError:
         fits = False
     if not fits:
-        raise ValueError(f"mma: c of shape {cv.shape} does not broadcast to the result shape "
-                         f"{tuple(out_shape)}")
-    return np.broadcast_to(cv, out_shape)
+        raise ValueError(f"mma: c of shape {tuple(cv.shape)} does not broadcast to the result "
+                         f"shape {tuple(out_shape)}")
+    return xp.broadcast_to(cv, out_shape)
 
 
 def get_block_model(model: "str | TensorCoreModel", block_fmt: str | None = None) -> TensorCoreModel:
@@ -328,8 +413,7 @@ def get_block_model(model: "str | TensorCoreModel", block_fmt: str | None = None
     return m
 
 
-@tensor_entry('block_scaled_mma', ('a', 'a_scale', 'b', 'b_scale', 'c'),
-              device_impl="floatfmt.arith.matrixunit.tensorcore_device:device_block_scaled_mma")
+@tensor_entry('block_scaled_mma', ('a', 'a_scale', 'b', 'b_scale', 'c'), portable=True)
 def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: Values = 0.0,
                      model: "str | TensorCoreModel" = "b200",
                      block_fmt: str | None = None) -> Values:
@@ -360,19 +444,24 @@ def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: 
     from ...core.cast import cast
     m = get_block_model(model, block_fmt)
     elem, sfmt = get_format(m.fmt), get_format(m.scale_fmt or "e8m0")
-    x = np.asarray(cast(a, elem, dtype=np.float64), np.float64)
-    y = np.asarray(cast(b, elem, dtype=np.float64), np.float64)
-    sx, sy = np.asarray(a_scale, np.float64), np.asarray(b_scale, np.float64)
-    if x.ndim < 2 or y.ndim < 2 or x.shape[-1] != y.shape[-2]:
-        raise ValueError(f"block_scaled_mma: shapes {x.shape} and {y.shape} do not align "
+    xp = _xp(a, a_scale, b, b_scale, c)
+    like = next((v for v in (a, a_scale, b, b_scale, c) if is_tensor(v)), None)
+    a, a_scale, b, b_scale = (xp.operand(v, like) for v in (a, a_scale, b, b_scale))
+    x = xp.values(cast(a, elem, dtype=xp.float64))
+    y = xp.values(cast(b, elem, dtype=xp.float64))
+    sx, sy = xp.values(a_scale), xp.values(b_scale)
+    xs, ys = tuple(x.shape), tuple(y.shape)
+    if x.ndim < 2 or y.ndim < 2 or xs[-1] != ys[-2]:
+        raise ValueError(f"block_scaled_mma: shapes {xs} and {ys} do not align "
                          "as (..., M, K) and (..., K, N)")
-    nb = -(-x.shape[-1] // m.scale_block)
-    if sx.shape != x.shape[:-1] + (nb,) or sy.shape != y.shape[:-2] + (nb, y.shape[-1]):
-        raise ValueError(f"block_scaled_mma: scales of shapes {sx.shape} and {sy.shape}; "
-                         f"{m.name} needs {x.shape[:-1] + (nb,)} and "
-                         f"{y.shape[:-2] + (nb, y.shape[-1])} (one per {m.scale_block} along K)")
-    out_shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
-    cv = _accumulator_input(c, m, out_shape)
+    nb = -(-xs[-1] // m.scale_block)
+    want_x, want_y = xs[:-1] + (nb,), ys[:-2] + (nb, ys[-1])
+    if tuple(sx.shape) != want_x or tuple(sy.shape) != want_y:
+        raise ValueError(f"block_scaled_mma: scales of shapes {tuple(sx.shape)} and "
+                         f"{tuple(sy.shape)}; {m.name} needs {want_x} and {want_y} (one per "
+                         f"{m.scale_block} along K)")
+    out_shape = tuple(np.broadcast_shapes(xs[:-2], ys[:-2])) + (xs[-2], ys[-1])
+    cv = _accumulator_input(c, m, out_shape, x)
     T, ET = fdpa.scaled_terms(x, sx, y, sy, elem, sfmt, m.scale_block, m.group, m.zero_exponent)
     return fused_dot(T, ET, m.replace(L=m.L // m.group, group=1), cv,  # terms per step
                      keep=m.group > 1)
