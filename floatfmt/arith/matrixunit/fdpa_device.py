@@ -32,8 +32,8 @@ from typing import Any
 
 from ...core.formats import Format
 from .fdpa import STEP_ROUNDINGS, StepModel
-from ..eft_device import exact_sum
-from ..ops_device import device_add
+from ..limbs import limb_sum as exact_sum
+from ..ops import add_rule as device_add
 from ...core.rounding import round_values
 
 __all__ = ["step", "flush_to_plus_zero", "scale_parts", "scaled_terms"]

@@ -88,7 +88,8 @@ from ...core.cast import cast
 from ...core.formats import Format, get_format
 from ...backend.namespace import is_tensor, namespace
 from ...backend.dispatch import check_tensors
-from ..ops_device import DeviceCall, device_add, device_fma, device_mul
+from ..ops import (OpCall as DeviceCall, add_rule as device_add, fma_rule as device_fma,
+                   mul_rule as device_mul)
 from ...core.rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 from .tensorcore import (TF32_OPERANDS, TensorCoreModel, check_int_operands, get_block_model,
                          get_model, matmul_shapes, mma_shapes)
