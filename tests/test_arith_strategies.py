@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from floatfmt.arith import eft, limbs, residuals
+from floatfmt.arith import limbs, residuals
 from conftest import all_same
 
 

@@ -267,7 +267,7 @@ class OpCall:
             (x for x in operands if isinstance(x, np.ndarray)), np.zeros(()))
         self.like = like
         self.xp = namespace(like)
-        self.t = getattr(self.xp, "t", None)
+        self.t: Any = getattr(self.xp, "t", None)
         #: stochastic rounding: exact results carry their ``resid``, not only the class
         self.fine = mode in STOCHASTIC
         self.sr_bits = sr_bits
@@ -287,16 +287,15 @@ class OpCall:
             if isinstance(x, bool) or not isinstance(x, (int, float)):
                 raise TypeError(f"{self.name}: operands mixed with tensors must be tensors or "
                                 f"Python numbers, not {type(x).__name__}")
-            if isinstance(x, int) and abs(x) > 2 ** 53:
+            if isinstance(x, int) and not -2 ** 53 <= x <= 2 ** 53:  # (abs: ff.abs here)
                 raise self.no("a Python int past 2**53 beside tensors")
             x = xp.asfloat(x, self.like)
         sr = resolve_mode(ctx.rounding) in STOCHASTIC  # cast refuses a generator it would ignore
-        f64 = np.float64 if self.t is None else self.t.float64
         v = xp.detach(cast(x, fmt, ctx.rounding, ctx.overflow, ctx.ftz, False,
                            rng=self.generator if sr else None,
-                           sr_bits=self.sr_bits if sr else None, dtype=f64))
-        if self.t is None:
-            v = np.asarray(v, np.float64)
+                           sr_bits=self.sr_bits if sr else None, dtype=xp.float64))
+        if xp.name == "numpy":
+            v = np.asarray(v, np.float64)  # (a 0-d result of cast is a Python float)
         if ctx.daz and fmt.kind == "float" and fmt.subnormals:
             tiny = (xp.abs(v) < fmt.smallest_normal) & (v != 0)
             v = xp.where(tiny, xp.copysign(0.0, v), v)

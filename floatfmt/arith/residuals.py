@@ -348,9 +348,10 @@ def _strategy(strategy: str) -> bool:
     return strategy == "residual"
 
 
-def _filled(t: Any, cls: Any, fine: bool) -> tuple[Any, Any]:
+def _filled(r: tuple[Any, Any], fine: bool) -> tuple[Any, Any]:
     """``eft``'s (t, cls) with cls None (every element exact) as zeros of its dtype."""
     import numpy as np
+    t, cls = r
     return t, (np.zeros(np.shape(t), np.int64 if fine else np.uint8) if cls is None else cls)
 
 
@@ -361,14 +362,14 @@ def exact_quotient(x: Any, y: Any, fine: bool = False, strategy: str = "residual
     with ``fractions.Fraction`` near the ends of the range).
 
     >>> import numpy as np
-    >>> x, y = np.array([1.0, 2.0 ** -1070]), np.array([3.0, 3.0])
-    >>> [exact_quotient(x, y, strategy=s)[1].tolist() for s in STRATEGIES]
-    [[3, 1], [3, 1]]
+    >>> x, y = np.array([1.0, 1.0, 2.0 ** -1070]), np.array([3.0, 10.0, 3.0])
+    >>> [exact_quotient(x, y, strategy=s)[1].tolist() for s in STRATEGIES]  # 1/10 lies short
+    [[1, 3, 1], [1, 3, 1]]
     """
     if _strategy(strategy):
         return wide_quotient(x, y, fine)
     from . import eft
-    return _filled(*eft.exact_quotient(x, y, fine), fine)
+    return _filled(eft.exact_quotient(x, y, fine), fine)
 
 
 def exact_root(x: Any, fine: bool = False, slack: int = 0, strategy: str = "residual") -> tuple[Any, Any]:
@@ -379,7 +380,7 @@ def exact_root(x: Any, fine: bool = False, slack: int = 0, strategy: str = "resi
     if _strategy(strategy):
         return wide_root(x, fine, slack)
     from . import eft
-    return _filled(*eft.exact_sqrt(x, fine, slack), fine)
+    return _filled(eft.exact_sqrt(x, fine, slack), fine)
 
 
 def exact_product(x: Any, y: Any, mode: str = "nearest_even", fine: bool = False,
@@ -391,7 +392,7 @@ def exact_product(x: Any, y: Any, mode: str = "nearest_even", fine: bool = False
     if _strategy(strategy):
         return product_parts(x, y, mode, fine)
     from . import eft
-    return _filled(*eft.exact_product(x, y, False, fine), fine)
+    return _filled(eft.exact_product(x, y, False, fine), fine)
 
 
 def exact_fma(x: Any, y: Any, z: Any, mode: str = "nearest_even", fine: bool = False,
@@ -407,7 +408,7 @@ def exact_fma(x: Any, y: Any, z: Any, mode: str = "nearest_even", fine: bool = F
 
     from . import eft
     x, y, z = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (x, y, z)))
-    t, cls = _filled(*eft.exact_fma(x, y, z, False, fine), fine)
+    t, cls = _filled(eft.exact_fma(x, y, z, False, fine), fine)
     # stand-in for the exact product: a signed zero where it is zero, else 1
     p = np.where((x == 0) | (y == 0), np.where(np.signbit(x) ^ np.signbit(y), -0.0, 0.0), 1.0)
     return sum_zero_signs(t, cls, p, z, mode), cls

@@ -104,6 +104,8 @@ class _Numpy:
 
     # twins-ops: what the exact arithmetic (arith/limbs.py, arith/residuals.py, the rules of
     # arith/ops.py) needs beyond the rounding routine, so that it runs on numpy too
+    float64 = np.float64  # the dtype of values (``cast(..., dtype=xp.float64)``)
+
     @staticmethod
     def const(v: float, like):
         """v as a float64 scalar (a broadcast operand)."""
@@ -346,6 +348,10 @@ class _Torch:
         """No IEEE exception is raised or warned about by torch: a null context."""
         import contextlib
         return contextlib.nullcontext()
+
+    @property
+    def float64(self):
+        return self.t.float64
 
     def frexp(self, x):
         m, e = self.t.frexp(x)
