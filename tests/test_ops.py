@@ -315,7 +315,7 @@ def test_fparray_astype():
 def test_large_arrays_are_processed_in_slices_with_the_same_results(fmt):
     """Arrays above two slices go through the sliced path (and skip the cast of operands
     already in the format): results equal the one-shot path on small pieces."""
-    from floatfmt.arith import ops
+    from floatfmt.arith import ops_fast as ops
     rng = np.random.default_rng(9)
     n = 3 * ops._OP_CHUNK + 123
     raw = [np.ldexp(rng.uniform(-2, 2, n), rng.integers(-12, 12, n)) for _ in range(3)]
@@ -342,7 +342,7 @@ def test_large_arrays_are_processed_in_slices_with_the_same_results(fmt):
 
 
 def test_in_format_test_agrees_with_cast():
-    from floatfmt.arith.ops import _in_format
+    from floatfmt.arith.ops_fast import _in_format
     rng = np.random.default_rng(10)
     for name in ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp6_e2m3", "fp4_e2m1", "tf32", "fp32",
                  "fp8_e4m3fnuz"):
@@ -364,7 +364,7 @@ _FAST_MODES = DET_MODES
 
 def _fast_path_operands(f, seed):
     """Operand arrays in (and a few out of) format f, over several chunks, one partial."""
-    from floatfmt.arith import ops
+    from floatfmt.arith import ops_fast as ops
     rng = np.random.default_rng(seed)
     n = 2 * ops._FAST_CHUNK + 77
 
@@ -396,7 +396,7 @@ def _fast_path_operands(f, seed):
 def _check_fast_path(fmt, names, seed):
     """Each op in ``names`` on float64 arrays (and on FPArrays) equals, bit for bit, the
     general path (cast, exact result with remainder class, round) applied per chunk."""
-    from floatfmt.arith import ops
+    from floatfmt.arith import ops_fast as ops
     f = ff.get_format(fmt)
     impls = {"add": ops._add_impl, "sub": ops._sub_impl, "mul": ops._mul_impl,
              "fma": ops._fma_impl}
@@ -425,7 +425,7 @@ def test_add_fast_path_equals_general_path(fmt, monkeypatch):
     """ff.add / ff.sub on float64 arrays take a fast path (no TwoSum when the chunk's exponent
     span makes every float64 sum exact, bit-pattern range checks instead of a cast); it must
     give exactly what the general path (cast, TwoSum + remainder class) gives, per chunk."""
-    from floatfmt.arith import ops
+    from floatfmt.arith import ops_fast as ops
     # chunks of 2**15 (2**11 below): several per operand, some fast and some not, and
     # those retried in pieces of a quarter
     monkeypatch.setattr(ops, "_FAST_CHUNK", 1 << 15)
@@ -457,7 +457,7 @@ def test_mul_fma_fast_path_equals_general_path(fmt, monkeypatch):
     float64 range; fma then needs the exponent-span test of add.  Bit-identical to the
     general path over formats, modes, zeros, subnormals, Inf/NaN, off-grid operands and
     products that underflow or overflow the format."""
-    from floatfmt.arith import ops
+    from floatfmt.arith import ops_fast as ops
     monkeypatch.setattr(ops, "_FAST_CHUNK", 1 << 15)  # several chunks per operand
     monkeypatch.setattr(ops, "_SUB_CHUNK", 1 << 13)  # and pieces of those
     if fmt in ("e10m7_bias300", "e8m30"):
@@ -471,7 +471,7 @@ def test_mul_fma_fast_path_equals_general_path(fmt, monkeypatch):
 
 def test_fast_path_bounds():
     """The chunk bounds and the exactness rules the fast path relies on."""
-    from floatfmt.arith import ops
+    from floatfmt.arith import ops_fast as ops
     f = ff.get_format("bf16")
     sc = ops._Scratch(8)
     e, g = ops._chunk_range(np.array([0.0, -3.0, 0.25, -0.0]), f, sc, True)

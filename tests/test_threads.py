@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.arith import accumulate, ops
+from floatfmt.arith import accumulate, ops_fast as ops
 from floatfmt.core import codec, rounding, rounding_fast, threads
 from floatfmt.arith.matrixunit import tensorcore, tensorcore_fast
 from floatfmt.core.rounding import STOCHASTIC

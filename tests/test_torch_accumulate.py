@@ -148,7 +148,7 @@ def test_device_exact_sum_long_carries_and_wide_ranges():
     for mode in DET_MODES:
         both(lambda v: ff.sum(v, "fp32", "fp32", "exact", 0, rounding=mode), T)
         both(lambda v: ff.dot(v, v, "fp32", "fp32", "exact", rounding=mode), T.T)
-    from floatfmt.arith.eft_device import exact_sum
+    from floatfmt.arith.limbs import limb_sum as exact_sum
     t, cls = exact_sum(torch.from_numpy(T), "nearest_even")
     # oracle: the exact Fraction sum lies in [t, next float64 away from zero) by class
     from fractions import Fraction
@@ -269,7 +269,7 @@ def test_device_fp64_additions_and_sums_equal_numpy():
 
 
 def test_device_fp64_quotients_and_roots_equal_numpy():
-    """fp64 div and sqrt on the device (``ops_device.wide_quotient`` / ``wide_root``):
+    """fp64 div and sqrt on the device (``residuals.wide_quotient`` / ``wide_root``):
     operands over the whole float64 range, so quotients past the range, subnormal ones
     (truncated to 2**-1074 with the mantissa quotient's remainder) and ones below the
     smallest subnormal; x / 0, 0 / 0, Inf / Inf, roots of subnormals; every mode."""

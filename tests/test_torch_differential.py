@@ -95,7 +95,7 @@ def _custom_formats():
 
 
 formats_st = st.one_of(st.sampled_from(REGISTRY), st.sampled_from(P3109), _custom_formats())
-small_formats_st = st.one_of(  # formats the arithmetic of ops_device covers (up to fp32)
+small_formats_st = st.one_of(  # formats the device arithmetic covers (up to fp32)
     st.sampled_from([n for n in REGISTRY if n != "fp64"]), st.sampled_from(P3109),
     _custom_formats())
 overflow_st = st.sampled_from([None, "inf", "saturate", "nan", "wrap", "propagate", "satnone"])

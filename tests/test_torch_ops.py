@@ -289,7 +289,7 @@ def device_data(name, n, seed):
 
 @pytest.mark.parametrize("name", DEVICE_OP_FORMATS)
 def test_device_elementwise_ops_equal_numpy(name):
-    """The namespace-written arithmetic (what CUDA runs: ops_device), forced on CPU
+    """The namespace-written arithmetic (what CUDA runs: ops' rules), forced on CPU
     tensors, equals the numpy kernels bit for bit: every deterministic mode, daz and
     ftz, exact zero sums (signs), sums, quotients and roots whose float64 value is
     inexact (truncated value and remainder), x / 0, 0 / 0, roots of negatives, specials."""
@@ -346,16 +346,16 @@ def test_device_quotient_and_root_remainders_equal_eft():
     a grid point or midpoint unless exact (53 >= 2p + 2), so which side of q the exact
     value lies on cannot change their results; the device helpers are checked on full
     float64 operands instead, against floatfmt.arith.eft (t and remainder class)."""
-    from floatfmt.arith import eft, ops_device
+    from floatfmt.arith import eft, residuals
     rng = np.random.default_rng(5)
     x = rng.standard_normal(20000) * np.exp2(rng.integers(-300, 300, 20000))
     y = rng.standard_normal(20000) * np.exp2(rng.integers(-300, 300, 20000))
     x[:4], y[:4] = [0.0, 1.0, -0.0, 6.0], [1.0, 0.0, 0.0, 3.0]
-    t, c = ops_device.quotient_sticky(torch.from_numpy(x), torch.from_numpy(y))
+    t, c = residuals.quotient_sticky(torch.from_numpy(x), torch.from_numpy(y))
     tw, cw = eft.exact_quotient(x, y)
     assert not mismatches(t.numpy(), tw).any() and np.array_equal(c.numpy(), cw)
     ax = np.abs(x)
-    t, c = ops_device.root_sticky(torch.from_numpy(ax))
+    t, c = residuals.root_sticky(torch.from_numpy(ax))
     tw, cw = eft.exact_sqrt(ax)
     assert not mismatches(t.numpy(), tw).any() and np.array_equal(c.numpy(), cw)
     assert (cw == 1).any() and (cw == 3).any()  # both sides occur

@@ -1,4 +1,4 @@
-"""Stochastic rounding in the device arithmetic (``ops_device``, ``accumulate_device``;
+"""Stochastic rounding in the device arithmetic (``ops``' rules over the namespace, ``accumulate_device``;
 issue 11 item 3), forced on CPU tensors (``force_namespace``, the code CUDA runs).
 
 numpy's SR draws from a numpy Generator and the device's from a ``torch.Generator``:
@@ -42,13 +42,12 @@ def spread(n: int, seed: int, lo: int = -40, hi: int = 40) -> np.ndarray:
 
 def test_device_sum_remainders_equal_eft():
     """TwoSum's remainder scaled to resid: both sides of s, binade boundaries, halves."""
-    from floatfmt.arith.ops_device import DeviceCall, rounded_sum  # noqa: F401  (the path used)
-    from floatfmt.arith import ops_device
+    from floatfmt.arith.residuals import sum_sticky  # (the path rounded_sum uses)
     x, y = spread(20000, 1), spread(20000, 2)
     x[:6] = [1.0, 1.0, 1.0, 2.0, -1.0, 0.0]
     y[:6] = [2.0 ** -53, -2.0 ** -54, -2.0 ** -60, -2.0 ** -80, 2.0 ** -70, -0.0]
     x[6:40] = -y[6:40]  # exact zeros
-    t, R = ops_device._exact_sum(torch.from_numpy(x), torch.from_numpy(y), torch, True)
+    t, R = sum_sticky(torch.from_numpy(x), torch.from_numpy(y), True)
     tw, Rw = eft.exact_sum(x, y, True)
     Rw = np.zeros(x.shape, np.int64) if Rw is None else Rw
     assert np.array_equal(t.numpy(), tw) and np.array_equal(R.numpy(), Rw)
@@ -59,7 +58,7 @@ def test_device_quotient_and_root_remainders_equal_eft():
     """Quotients: the resid itself; roots: the resid's 2**g cell (g = resid_slack of the
     format; numpy gives the cell midpoint or the exact resid, both in that cell),
     including roots near cell edges (the exact side test)."""
-    from floatfmt.arith.ops_device import quotient_sticky, root_sticky
+    from floatfmt.arith.residuals import quotient_sticky, root_sticky
     x, y = spread(20000, 3, -300, 300), spread(20000, 4, -300, 300)
     t, R = quotient_sticky(torch.from_numpy(x), torch.from_numpy(y), fine=True)
     tw, Rw = eft.exact_quotient(x, y, fine=True)
@@ -86,7 +85,7 @@ def test_device_quotient_and_root_remainders_equal_eft():
 
 
 def test_device_exact_sum_resid_equals_fractions():
-    from floatfmt.arith.eft_device import exact_sum
+    from floatfmt.arith.limbs import limb_sum as exact_sum
     T = spread(5 * 300, 6, -120, 120).reshape(5, 300)
     T[:, 0] = [1.0, 2.0 ** -53, 0, 0, 0]
     T[:, 1] = [1.0, 2.0 ** -53, 2.0 ** -120, 0, 0]

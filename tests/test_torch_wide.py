@@ -1,7 +1,7 @@
 """The device code (``force_namespace`` on CPU tensors, the code CUDA runs) in formats
 whose products do not fit float64: fp64 and wide custom formats.
 
-A. ``ff.sqrt`` under stochastic rounding (``ops_device.wide_root`` with ``fine``).  The
+A. ``ff.sqrt`` under stochastic rounding (``residuals.wide_root`` with ``fine``).  The
    remainder handed to the rounding routine (``resid``: 2**54 (sqrt(x) - t) / ulp(t),
    rounded to odd) is checked against an integer square root written here (Python's
    ``math.isqrt`` of the exact x 2**(2 (54 - eu)), independent of floatfmt) and against
@@ -14,7 +14,7 @@ A. ``ff.sqrt`` under stochastic rounding (``ops_device.wide_root`` with ``fine``
    tests/test_torch_sr.py does), and the frequency law holds.
 B. ``ff.quantize`` / ``fake_quant`` of float elements reaching past 2**+-990 with scales
    that are not powers of two (``quantize_device.exact_quotient`` through
-   ``ops_device.wide_quotient``): quotients subnormal, near the top of the range and past
+   ``residuals.wide_quotient``): quotients subnormal, near the top of the range and past
    float64's range; device = numpy element for element, and both = the exact
    ``Fraction(x) / Fraction(scale)`` rounded once by the MPFR oracle.
 """
@@ -89,7 +89,7 @@ def test_root_inputs_reach_the_classes():
 
 @pytest.mark.parametrize("f", ROOT_FORMATS, ids=lambda f: f.name)
 def test_wide_root_resid_equals_integer_square_roots_and_eft(f):
-    from floatfmt.arith.ops_device import wide_root
+    from floatfmt.arith.residuals import wide_root
     g = eft.resid_slack(f)
     x = root_inputs(2)
     t, R = wide_root(torch.from_numpy(x), True, g)

@@ -47,9 +47,10 @@ from typing import Any
 
 from ..core.names import unknown_name
 from ..backend.dispatch import check_tensors
-from .eft_device import exact_sum, product_terms
+from .limbs import limb_sum as exact_sum, product_terms
 from .eft import product_is_exact
-from .ops_device import DeviceCall, device_fma, device_mul, fma_parts, product_parts, rounded_sum
+from .ops import OpCall as DeviceCall, fma_rule as device_fma, mul_rule as device_mul, rounded_sum
+from .residuals import fma_parts, product_parts
 from .matrixunit.gemm import model_dot as tensorcore_dot
 from .matrixunit.gemm import model_matmul as tensorcore_matmul
 

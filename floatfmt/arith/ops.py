@@ -7,9 +7,7 @@ is then rounded once to ``fmt`` by the library's one rounding routine.  Where
 float64 cannot hold the exact result, it is handed over as a float64 truncated
 toward zero plus a remainder class (see ``floatfmt.arith.eft``), so ``fma`` rounds
 once from the exact ``a*b + c`` and ``div`` / ``sqrt`` are correctly rounded
-in every mode.  This holds for every format, fp64 included (fp64 products,
-quotients and fma results near the ends of the float64 range take a slow exact
-path through ``fractions.Fraction``).
+in every mode.  This holds for every format, fp64 included.
 
 Special values follow IEEE 754: ``Inf - Inf``, ``0 * Inf``, ``0 / 0``,
 ``Inf / Inf`` and ``sqrt`` of a negative number give NaN; ``x / 0`` gives a
@@ -25,11 +23,25 @@ wrong number.
 
 Scalars in give Python floats out; arrays broadcast (numpy rules) and give
 float64 arrays whose values are in ``fmt``.  torch tensors give float64 tensors on
-their device (a 0-d tensor for 0-d operands), computed by the same numpy kernels
-on views of CPU tensors' memory; these results are not differentiable.  On CUDA,
-all of them run with torch ops on the device (``floatfmt.arith.ops_device``, formats up
-to fp32, deterministic modes); the rest raises NotImplementedError for now
-(``floatfmt.backend.dispatch``).
+their device (a 0-d tensor for 0-d operands); these results are not differentiable.
+
+One rule, two kernels, chosen in one place (``_kernel``):
+
+* the rule itself, written once over the array namespace (``add_rule``, ``mul_rule``
+  ... with ``OpCall``; the exact results from ``floatfmt.arith.residuals`` and
+  ``floatfmt.arith.limbs``): what tensors on a device (CUDA, or CPU under
+  ``floatfmt.backend.dispatch.force_namespace``) run, with torch ops there, every
+  format and rounding mode, stochastic ones included (random numbers from a
+  ``torch.Generator`` on the device or an int seed: the operands' casts draw first,
+  operand by operand, then the result's rounding);
+* the numpy kernels (``floatfmt.arith.ops_fast``: chunked, in place, on threads,
+  exact slow paths through ``fractions.Fraction``): what numpy arrays, Python numbers,
+  ``FPArray`` and CPU tensors (numpy views of their memory) run.
+
+tests/test_ops_fast.py proves the two equal bit for bit on numpy arrays;
+tests/test_torch_ops.py on CPU tensors.  Under stochastic rounding the two draw from
+different generators (numpy's, torch's), so a seed gives other bits; the rule is the
+same (tests/test_torch_sr.py).
 
 >>> add(1.0, 0.0001, "fp16")
 1.0
@@ -41,243 +53,47 @@ True
 -9.5367431640625e-07
 """
 
-# size: the elementwise operations share one context, the operand cast and the chunk drivers
-# (fast path, general path, and their blocks on threads); FPArray already lives in fparray
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+import math
+from typing import Any, Callable
 
 import numpy as np
 
-from . import eft, ops_device
-from ..core import flags as fpflags
-from ..core.cast import round_exact
-from ..backend.dispatch import tensor_entry
-from ..core.intake import holds, to_exact
+from . import ops_fast
+from .eft import product_is_exact, resid_slack
+from .ops_fast import InFormat, check_invalid, make_ctx, operand_values, zero_signs
+from .residuals import (fma_parts, product_parts, quotient_sticky, root_sticky, sum_sticky,
+                        sum_zero_signs, wide_quotient, wide_root)
+from ..backend.dispatch import check_tensors, tensor_entry
+from ..backend.namespace import is_tensor, namespace
+from ..core.cast import cast
 from ..core.formats import Format, FormatLike, get_format
+from ..core.intake import holds
+from ..core.modes import make_rng
+from ..core.rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 from ..core.types import Overflow, RngLike, Values
-from ..core.rounding import STOCHASTIC, make_rng, resolve_mode, resolve_overflow, round_values
-from ..core import threads
-from ..core.threads import limit_threads, run_blocks
 
 __all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "maximum",
-           "promote_formats"]
+           "promote_formats", "OpCall", "rounded_sum", "add_rule", "sub_rule", "mul_rule",
+           "fma_rule", "div_rule", "sqrt_rule", "neg_rule", "abs_rule", "minimum_rule",
+           "maximum_rule"]
+
+# re-exported for ``accumulate`` and ``fparray`` (the numpy path's context and operand cast)
+_NUMPY_PATH = (InFormat, check_invalid, make_ctx, operand_values, zero_signs)
+
+
+def _kernel(fast: Callable[..., Any], rule: Callable[..., Any], *operands: Any) -> Callable[..., Any]:
+    """The one place where an operation's kernel is chosen: the rule written over the
+    namespace (``rule``) when an operand is a tensor (``floatfmt.backend.dispatch`` hands
+    tensors over only when they are computed on their device), else the numpy kernel of
+    ``floatfmt.arith.ops_fast`` (``fast``)."""
+    return rule if any(is_tensor(x) for x in operands) else fast
 
 
 # ---------------------------------------------------------------------------------------------
-@dataclass
-class _Ctx:
-    """Resolved options of one call."""
 
-    fmt: Format
-    mode: str
-    policy: str
-    ftz: bool
-    daz: bool
-    rng: object
-    sr_bits: int | None
-    rounding: str
-    overflow: object
-
-    @property
-    def fine(self) -> bool:
-        """Whether exact results must carry their remainder (``resid``), not only its class:
-        stochastic rounding needs it (see ``floatfmt.arith.eft.to_sticky``)."""
-        return self.mode in STOCHASTIC
-
-    def round(self, t, cls=None, out=None):
-        """Round exact values t; ``cls`` is a uint8 remainder class or an int64 resid."""
-        resid = None
-        if cls is not None and np.asarray(cls).dtype == np.int64:
-            cls, resid = None, cls
-        return round_values(t, self.fmt, self.mode, self.policy, ftz=self.ftz, rng=self.rng,
-                            sr_bits=self.sr_bits, sticky=cls, resid=resid, out=out)
-
-
-def make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits=None) -> _Ctx:
-    fmt = get_format(fmt)
-    mode = resolve_mode(rounding)
-    policy = resolve_overflow(overflow, fmt)
-    if mode in STOCHASTIC:
-        rng = make_rng(rng)  # one generator for every operand and the result
-    elif sr_bits is not None:
-        raise ValueError("sr_bits applies to the stochastic roundings only")
-    return _Ctx(fmt, mode, policy, bool(ftz), bool(daz), rng, sr_bits, rounding, overflow)
-
-
-_ABS = np.uint64(0x7FFFFFFFFFFFFFFF)
-
-
-def _in_format(v: np.ndarray, fmt: Format) -> bool:
-    """Cheap test: is every element of the float64 array ``v`` a finite value of ``fmt``
-    (so that casting it would change nothing)?  False means "cast it".  Works on the
-    bit patterns: no significand bits past the format's, magnitude at most max, and
-    values below the normal range on the subnormal grid; chunk by chunk, so that an
-    array that is not in the format (the usual input of a cast) costs one chunk."""
-    if fmt.kind != "float" or fmt.mbits >= 52 or not fmt.signed or not fmt.zero:
-        return False
-    flat = v.reshape(-1)  # (a copy only when v is not contiguous)
-    return all(_chunk_in_format(flat[i:i + _FAST_CHUNK], fmt)
-               for i in range(0, flat.size, _FAST_CHUNK))
-
-
-def _chunk_in_format(v: np.ndarray, fmt: Format) -> bool:
-    """``_in_format`` of one chunk (a nonempty flat array)."""
-    u = v.view(np.uint64)
-    m = np.bitwise_and(u, _ABS)
-    if m.max() > np.float64(fmt.max).view(np.uint64):
-        return False  # past the range, Inf or NaN
-    one = np.uint64(1)
-    tiny = (m - one) < (np.float64(fmt.smallest_normal).view(np.uint64) - one)  # 0 < |v| < normal
-    low = np.uint64((1 << (52 - fmt.mbits)) - 1)
-    if np.bitwise_and(m, low, out=m).any():
-        return False  # more significand bits than the format has
-    if tiny.any():
-        sub = v[tiny] / fmt.smallest_subnormal  # exact: a power of two
-        if not (sub == np.trunc(sub)).all():
-            return False
-    if not fmt.negative_zero and np.signbit(v[v == 0]).any():
-        return False
-    return True
-
-
-class InFormat:
-    """Values known to lie in one format: a float64 array ``_v`` and its ``fmt``.
-
-    The arithmetic here takes such operands without casting them again; ``FPArray``
-    (``floatfmt.arith.fparray``) is the public kind, and the chunk driver wraps slices in a
-    plain ``InFormat``.
-    """
-
-    def __init__(self, values, fmt: Format):
-        self._v = values
-        self.fmt = fmt
-
-    @property
-    def ndim(self):
-        return self._v.ndim
-
-
-def operand_values(x, ctx: _Ctx, what="operand"):
-    """(float64 values of x cast to ctx.fmt, was-scalar)."""
-    if isinstance(x, InFormat):
-        if x.fmt == ctx.fmt and not ctx.daz:
-            return x._v, x.ndim == 0
-        x = x._v
-    if (isinstance(x, np.ndarray) and x.dtype == np.float64 and x.ndim > 0 and not ctx.ftz
-            and not ctx.daz and _in_format(x, ctx.fmt)):
-        return x, False
-    ex = to_exact(x)
-    v = round_exact(ex, ctx.fmt, ctx.rounding, ctx.overflow, ctx.ftz, False, ctx.rng, ctx.sr_bits)
-    v = np.asarray(v, np.float64)
-    fmt = ctx.fmt
-    if ctx.daz and fmt.kind == "float" and fmt.subnormals:
-        tiny = (np.abs(v) < fmt.smallest_normal) & (v != 0)
-        if tiny.any():
-            v = np.where(tiny, np.copysign(0.0, v), v)
-    if not fmt.has_nan or fmt.kind == "int":
-        if np.isnan(v).any():
-            raise ValueError(f"{fmt.name} has no NaN, but an {what} is NaN")
-    return v, ex.scalar
-
-
-def _finish(r, scalar):
-    return float(r) if scalar else r
-
-
-def check_invalid(t, ctx: _Ctx, opname, *operands):
-    """ValueError when a format without NaN gets an invalid result; inside ``ff.flags()``
-    also counts ``invalid`` where t is NaN and none of ``operands`` is."""
-    fpflags.note_invalid(t, *operands)
-    if (not ctx.fmt.has_nan or ctx.fmt.kind == "int") and np.isnan(t).any():
-        raise ValueError(
-            f"{opname} in {ctx.fmt.name} has an invalid result (such as 0/0, Inf - Inf, 0 * Inf "
-            f"or sqrt of a negative number) and {ctx.fmt.name} has no NaN to hold it")
-
-
-def zero_signs(t, cls, x, y, mode):
-    """IEEE sign of exact zero sums x + y: -0 only for (-0) + (-0), or in mode 'down'
-    for any exact zero except (+0) + (+0)."""
-    exact_zero = t == 0
-    if cls is not None:
-        exact_zero &= cls == 0
-    if not exact_zero.any():
-        return t
-    x_pz = (x == 0) & ~np.signbit(x)
-    y_pz = (y == 0) & ~np.signbit(y)
-    both_neg_zero = (x == 0) & (y == 0) & np.signbit(x) & np.signbit(y)
-    neg = both_neg_zero if mode != "down" else ~(x_pz & y_pz)
-    t = np.where(exact_zero, np.where(neg, -0.0, 0.0), t)
-    return t
-
-
-_OP_CHUNK = 1 << 15
-
-
-def _run(impl, ctx, *args):
-    """``impl(ctx, *args)`` -> (values, scalar); large float arrays of one shape (with
-    scalars) are processed in slices that stay in the CPU cache."""
-    shape = None
-    for x in args:
-        if isinstance(x, InFormat):
-            x = x._v
-        if isinstance(x, np.ndarray) and x.ndim > 0:
-            if x.dtype.kind != "f" or x.dtype.itemsize > 8 or (shape is not None and x.shape != shape):
-                shape = None
-                break
-            shape = x.shape
-        elif not (isinstance(x, (float, np.floating)) or (isinstance(x, (int, np.integer))
-                                                          and not isinstance(x, bool)
-                                                          and -2 ** 53 <= x <= 2 ** 53)):
-            shape = None
-            break
-    size = 0 if shape is None else int(np.prod(shape))
-    if size <= 2 * _OP_CHUNK:
-        return impl(ctx, *args)
-    flat = [(x._v if isinstance(x, InFormat) else x) for x in args]
-    fmts = [x.fmt if isinstance(x, InFormat) else None for x in args]
-    flat = [np.ascontiguousarray(x).reshape(-1) if isinstance(x, np.ndarray) else x for x in flat]
-    out = np.empty(size)
-
-    def work(i0, j0, g):
-        c = _block_ctx(ctx, g)
-        for i in range(i0, j0, _OP_CHUNK):
-            j = min(i + _OP_CHUNK, j0)
-            part = [InFormat(x[i:j], f) if f is not None
-                    else (x[i:j] if isinstance(x, np.ndarray) else x)
-                    for x, f in zip(flat, fmts)]
-            out[i:j] = impl(c, *part)[0]
-
-    _blocks(ctx, size, work)
-    return out.reshape(shape), False
-
-
-def _block_ctx(ctx: _Ctx, g) -> _Ctx:
-    """The context of one block: its own generator under stochastic rounding."""
-    return ctx if g is None else replace(ctx, rng=g)
-
-
-def _blocks(ctx: _Ctx, size: int, work, serial: bool = False) -> None:
-    """``work(i, j, g)`` over the blocks of ``range(size)`` on the threads (see
-    ``floatfmt.core.threads``; ``g`` is the block's generator under stochastic rounding), or
-    on the calling thread alone (``serial``: the same blocks and generators)."""
-    if serial:
-        with limit_threads(1):
-            return _blocks(ctx, size, work)
-    rng = ctx.rng if ctx.mode in STOCHASTIC else None
-    # (with chunks of 2**15 and one block per hand-over, 2 threads made ff.add bf16 slower;
-    # with chunks of a block and parts of 8 blocks, measured on the 2-core machine, 2 threads
-    # against 1: add bf16 / mul fp8_e4m3 of 1e6 1.11x / 1.02x, of 1e7 1.27x / 1.33x)
-    run_blocks(size, work, rng if isinstance(rng, np.random.Generator) else None)
-
-
-_NO_OPTS = {"rounding": "nearest_even", "overflow": None, "ftz": False, "daz": False, "rng": None}
-
-
-# ---------------------------------------------------------------------------------------------
-@tensor_entry('add', ('a', 'b'), device_impl=ops_device.device_add)
+@tensor_entry('add', ('a', 'b'), portable=True)
 def add(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -288,281 +104,11 @@ def add(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
     >>> add(1.0, -1.0, "fp16"), add(1.0, -1.0, "fp16", rounding="down")
     (0.0, -0.0)
     """
-    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    return _finish(*_run_fast(ctx, _add_impl, _fast_add, a, b))
+    return _kernel(ops_fast.add, add_rule, a, b)(a, b, fmt, rounding, overflow, ftz, daz, rng,
+                                                  sr_bits=sr_bits)
 
 
-def _add_impl(ctx, a, b, negate=False):
-    (x, sx), (y, sy) = operand_values(a, ctx), operand_values(b, ctx)
-    return _add_values(x, -y if negate else y, ctx, "sub" if negate else "add"), sx and sy
-
-
-def _sub_impl(ctx, a, b):
-    return _add_impl(ctx, a, b, True)
-
-
-# ------------------------------------------------------------- fast path of add/sub/mul/fma
-# For float64 arrays (or FPArrays) of one shape whose values are already in fmt, each
-# cache-sized chunk costs a few bit-pattern reductions per operand, one or two float64
-# operations and one call of round_values: the operands need no cast, and the float64 result
-# is exact (no TwoSum / TwoProd, no remainder class) whenever the chunk's exponent bounds
-# prove it.  A chunk whose operands are in fmt but whose result may be inexact goes through
-# the exact value-level routine (_add_values, _mul_values, _fma_values); a chunk with an
-# operand not in fmt goes through the general path (cast first).
-
-def _fast_ok(fmt: Format) -> bool:
-    """Formats the fast path handles: signed floats with zero and -0 whose values are
-    normal float64 numbers."""
-    return (fmt.kind == "float" and fmt.signed and fmt.zero and fmt.negative_zero
-            and fmt.mbits < 52 and fmt.emin - fmt.mbits >= -1022 and fmt.emax < 1023)
-
-
-class _Scratch:
-    """Chunk-sized buffers reused across the chunks of one call."""
-
-    def __init__(self, size):
-        self.w = np.empty(size, np.uint64)
-        self.f = np.empty(size, np.float64)
-        self.b = np.empty(size, np.bool_)
-        self.size = size
-
-
-_FAST_CHUNK = 1 << 17
-"""Elements of a chunk of the fast path (``_run_fast``): one block of ``floatfmt.core.threads``.
-Measured on the 2-core machine (10**7 values, bf16 / fp8_e4m3 add): chunks of 2**15 cost
-about 20 % more, in per-chunk Python work and in handing the GIL between threads."""
-
-_SUB_CHUNK = 1 << 15
-"""A chunk that the fast path cannot take whole (an operand off the format, or exponents
-too far apart for an exact float64 result) is retried in pieces of this many elements."""
-
-_LOCAL = threading.local()
-_PROBES = 8
-"""Pieces of ``_SUB_CHUNK`` elements, spread over the operands, that ``_run_fast`` tries
-before it shares the blocks among threads: if one of them needs the general path or the
-exact value routine (many small numpy calls, GIL-bound), the call stays on the calling
-thread.  Measured on the 2-core machine: bf16 fma of 10**7 normal values, a third of
-whose pieces need the value routine, took 128 ms on 1 thread and 140-180 ms on 2."""
-
-
-def _scratch(size: int) -> _Scratch:
-    """This thread's chunk buffers of at least ``size`` elements, made once: fresh
-    buffers on every call cost page faults on every call."""
-    sc = getattr(_LOCAL, "scratch", None)
-    if sc is None or sc.size < size:
-        sc = _LOCAL.scratch = _Scratch(max(size, _FAST_CHUNK))
-    return sc
-
-
-_ZEROS = (-4096, 4096)  # bounds of an all-zero chunk: |v| < 2**-4096, a multiple of 2**4096
-
-
-def _format_bounds(fmt: Format) -> tuple[int, int]:
-    """Bounds ``(e, g)`` (see ``_chunk_range``) that hold for every finite value of fmt."""
-    return fmt.emax + 1, fmt.emin - fmt.mbits
-
-
-def _chunk_range(v, fmt: Format, sc: _Scratch, check: bool, tight: bool = True):
-    """Bounds ``(e, g)`` of the chunk v: every element has ``|x| < 2**e`` and is an integer
-    multiple of ``2**g`` (``_ZEROS`` when v is all zeros).  None when some element is Inf,
-    NaN or past max, and, with ``check``, when some element is not a value of fmt at all
-    (too many significand bits, off the subnormal grid): such a chunk must be cast.
-    Without ``tight``, the format's own bounds (``_format_bounds``) once the chunk is
-    known to hold values of fmt only (two passes fewer: for callers whose operation is
-    exact on any values of fmt)."""
-    k = v.size
-    w = sc.w[:k]
-    np.left_shift(v.view(np.uint64), np.uint64(1), out=w)  # magnitude bits, shifted: no sign
-    top = int(w.max())
-    if top > int(np.float64(fmt.max).view(np.uint64)) << 1:
-        return None  # past max, Inf or NaN
-    if check and int(np.bitwise_or.reduce(w)) & (((1 << (52 - fmt.mbits)) - 1) << 1):
-        return None  # more significand bits than fmt has
-    if not tight:
-        if check and not _on_subnormal_grid(v, w, fmt, sc, 0):
-            return None
-        return _format_bounds(fmt)
-    bot, off = int(w.min()), 0
-    if bot == 0:  # zeros: make them wrap round to the top, so the minimum is a nonzero one
-        off = 2
-        np.subtract(w, np.uint64(off), out=w)
-        bot = int(w.min())
-        if bot == (1 << 64) - 2:
-            return _ZEROS
-        bot += off
-    lo = bot >> 53
-    if check and lo < fmt.emin + 1023 and not _on_subnormal_grid(v, w, fmt, sc, off):
-        return None
-    return (top >> 53) - 1022, max(lo - 1023, fmt.emin) - fmt.mbits
-
-
-def _on_subnormal_grid(v, w, fmt: Format, sc: _Scratch, off: int) -> bool:
-    """Whether the elements of v below fmt's normal range lie on its subnormal grid
-    2**(emin - mbits) (w: the shifted magnitude bits of v, less ``off``)."""
-    small = int(np.float64(fmt.smallest_normal).view(np.uint64)) << 1
-    tiny = np.flatnonzero(np.less(w, np.uint64(small - off), out=sc.b[:v.size]))
-    t = v[tiny] * 2.0 ** (fmt.mbits - fmt.emin)  # exact
-    return bool((t == np.trunc(t)).all())
-
-
-def _fits(e, g) -> bool:
-    """Whether every multiple of 2**g below 2**e in magnitude is a float64 number."""
-    return e - g <= 53 and e <= 1024 and g >= -1074
-
-
-def _sum_bounds(bx, by):
-    return max(bx[0], by[0]) + 1, min(bx[1], by[1])
-
-
-def _product_exact(bx, by, fmt: Format) -> bool:
-    """Whether x * y is exact in float64 for all x, y in fmt with bounds bx, by: each product
-    has at most 2 * (mbits + 1) significant bits, lies below 2**(ex + ey) and is a multiple
-    of 2**(gx + gy)."""
-    return (2 * (fmt.mbits + 1) <= 53 and bx[0] + by[0] <= 1024
-            and bx[1] + by[1] >= -1074)
-
-
-def _add_exact(fmt: Format, bx, by) -> bool:
-    """Whether x + y is exact in float64 for all x, y with bounds bx, by."""
-    return _fits(*_sum_bounds(bx, by))
-
-
-def _fma_exact(fmt: Format, bx, by, bz) -> bool:
-    """Whether x * y and then + z are exact in float64 for all x, y, z with these bounds."""
-    return (_product_exact(bx, by, fmt)
-            and _fits(*_sum_bounds((bx[0] + by[0], bx[1] + by[1]), bz)))
-
-
-def _fast_add(ctx, sc, o, x, y, bx, by, negate=False):
-    if not _add_exact(ctx.fmt, bx, by):
-        o[...] = _add_values(x, -y if negate else y, ctx, "sub" if negate else "add")
-        return
-    t = (np.subtract if negate else np.add)(x, y, out=sc.f[:x.size])  # exact
-    if ctx.mode == "down":  # numpy gives IEEE zero signs in the other modes
-        t = zero_signs(t, None, x, -y if negate else y, ctx.mode)
-    ctx.round(t, out=o)
-
-
-def _fast_sub(ctx, sc, o, x, y, bx, by):
-    _fast_add(ctx, sc, o, x, y, bx, by, True)
-
-
-def _fast_mul(ctx, sc, o, x, y, bx, by):
-    if not _product_exact(bx, by, ctx.fmt):
-        o[...] = _mul_values(x, y, ctx)
-        return
-    ctx.round(np.multiply(x, y, out=sc.f[:x.size]), out=o)  # exact, IEEE zero signs
-
-
-def _fast_fma(ctx, sc, o, x, y, z, bx, by, bz):
-    if not _fma_exact(ctx.fmt, bx, by, bz):
-        o[...] = _fma_values(x, y, z, ctx)
-        return
-    t = np.multiply(x, y, out=sc.f[:x.size])
-    np.add(t, z, out=t)  # both steps exact
-    if ctx.mode == "down":
-        t = zero_signs(t, None, x * y, z, ctx.mode)
-    ctx.round(t, out=o)
-
-
-def _mul_exact(fmt: Format, bx, by) -> bool:
-    return _product_exact(bx, by, fmt)
-
-
-# the exactness rule of each fast operation, on its operands' bounds
-_EXACT: dict[Callable[..., None], Callable[..., bool]] = {
-    _fast_add: _add_exact, _fast_sub: _add_exact, _fast_mul: _mul_exact, _fast_fma: _fma_exact}
-
-
-def _run_fast(ctx: _Ctx, impl, fast, *args):
-    """``impl`` (add/sub/mul/fma) over the operands, with ``fast`` (one of the ``_fast_*``)
-    on each chunk whose operands are in the format, where it applies; else ``_run``."""
-    fmt = ctx.fmt
-    if ctx.ftz or ctx.daz or not _fast_ok(fmt) or fpflags.active():
-        return _run(impl, ctx, *args)
-    ops, check = [], []
-    for x in args:
-        if isinstance(x, InFormat) and x.fmt == fmt:
-            ops.append(x._v)
-            check.append(False)
-        elif isinstance(x, np.ndarray) and x.dtype == np.float64:
-            ops.append(x)
-            check.append(True)
-        else:
-            return _run(impl, ctx, *args)
-    shape, size = ops[0].shape, ops[0].size
-    if ops[0].ndim == 0 or size == 0 or any(x.shape != shape for x in ops):
-        return _run(impl, ctx, *args)
-    flat = [np.ascontiguousarray(x).reshape(-1) for x in ops]
-    out = np.empty(size)
-    exact = _EXACT[fast]
-    # exact for any values of fmt (fp8, fp16 add / mul, ...): no per-chunk exponent bounds
-    tight = not exact(fmt, *[_format_bounds(fmt)] * len(flat))
-    steps = [_FAST_CHUNK]  # (shared by the blocks; the chunking changes no result)
-
-    def chunk(c, sc, i, j) -> bool:
-        """Round out[i:j]; True when it had to go to pieces of ``_SUB_CHUNK``."""
-        part = [x[i:j] for x in flat]
-        bounds = []
-        for v, chk in zip(part, check):
-            r = _chunk_range(v, fmt, sc, chk, tight)
-            if r is None:
-                break
-            bounds.append(r)
-        if len(bounds) == len(part) and exact(fmt, *bounds):
-            fast(c, sc, out[i:j], *part, *bounds)
-        elif j - i > _SUB_CHUNK:  # smaller chunks: a narrower exponent span, fewer casts
-            for k in range(i, j, _SUB_CHUNK):
-                chunk(c, sc, k, min(k + _SUB_CHUNK, j))
-            return True
-        elif len(bounds) < len(part):
-            out[i:j] = impl(c, *part)[0]
-        else:
-            fast(c, sc, out[i:j], *part, *bounds)  # (the exact value-level routine)
-        return False
-
-    def all_fast(i, j) -> bool:
-        sc = _scratch(j - i)
-        bounds = [_chunk_range(x[i:j], fmt, sc, chk, tight) for x, chk in zip(flat, check)]
-        return None not in bounds and exact(fmt, *bounds)
-
-    serial = size >= threads.MIN_BLOCKS * threads.BLOCK and not all(
-        all_fast(i, min(i + _SUB_CHUNK, size))
-        for i in range(0, size, max(_SUB_CHUNK, size // _PROBES))[:_PROBES])
-
-    def work(i0, j0, g):
-        c = _block_ctx(ctx, g)
-        sc = _scratch(min(j0 - i0, _FAST_CHUNK))
-        i = i0
-        while i < j0:
-            j = min(i + steps[-1], j0)
-            if chunk(c, sc, i, j):
-                steps.append(_SUB_CHUNK)  # the data needs pieces: go to them directly
-            i = j
-
-    _blocks(ctx, size, work, serial)
-    return out.reshape(shape), False
-
-
-def _broadcast(opname, *arrays):
-    """numpy broadcasting of the operands, with an error that names the operation."""
-    try:
-        return np.broadcast_arrays(*arrays)
-    except ValueError:
-        shapes = " and ".join(str(np.shape(a)) for a in arrays)
-        raise ValueError(f"{opname}: operand shapes {shapes} do not broadcast together") from None
-
-
-def _add_values(x, y, ctx, opname):
-    x, y = _broadcast(opname, x, y)
-    t, cls = eft.exact_sum(x, y, ctx.fine)
-    check_invalid(t, ctx, opname, x, y)
-    if ctx.mode == "down":  # numpy already gives IEEE zero signs in the other modes
-        t = zero_signs(t, cls, x, y, ctx.mode)
-    return ctx.round(t, cls)
-
-
-@tensor_entry('sub', ('a', 'b'), device_impl=ops_device.device_sub)
+@tensor_entry('sub', ('a', 'b'), portable=True)
 def sub(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -571,11 +117,11 @@ def sub(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
     >>> sub(1.0, 2**-12, "fp16"), sub(1.0, 2**-12, "fp16", rounding="down")
     (1.0, 0.99951171875)
     """
-    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    return _finish(*_run_fast(ctx, _sub_impl, _fast_sub, a, b))
+    return _kernel(ops_fast.sub, sub_rule, a, b)(a, b, fmt, rounding, overflow, ftz, daz, rng,
+                                                  sr_bits=sr_bits)
 
 
-@tensor_entry('mul', ('a', 'b'), device_impl=ops_device.device_mul)
+@tensor_entry('mul', ('a', 'b'), portable=True)
 def mul(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -584,23 +130,11 @@ def mul(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
     >>> mul(0.1, 0.1, "bf16"), mul(300.0, 300.0, "fp16")
     (0.010009765625, inf)
     """
-    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    return _finish(*_run_fast(ctx, _mul_impl, _fast_mul, a, b))
+    return _kernel(ops_fast.mul, mul_rule, a, b)(a, b, fmt, rounding, overflow, ftz, daz, rng,
+                                                  sr_bits=sr_bits)
 
 
-def _mul_impl(ctx, a, b):
-    (x, sx), (y, sy) = operand_values(a, ctx), operand_values(b, ctx)
-    return _mul_values(x, y, ctx), sx and sy
-
-
-def _mul_values(x, y, ctx):
-    x, y = _broadcast("mul", x, y)
-    t, cls = eft.exact_product(x, y, eft.product_is_exact(ctx.fmt), ctx.fine)
-    check_invalid(t, ctx, "mul", x, y)
-    return ctx.round(t, cls)
-
-
-@tensor_entry('div', ('a', 'b'), device_impl=ops_device.device_div)
+@tensor_entry('div', ('a', 'b'), portable=True)
 def div(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -614,20 +148,11 @@ def div(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
     >>> div(1.0, 3.0, "fp16"), div(1.0, 3.0, "fp16", rounding="up"), div(-1.0, 0.0, "fp16")
     (0.333251953125, 0.33349609375, -inf)
     """
-    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    return _finish(*_run(_div_impl, ctx, a, b))
+    return _kernel(ops_fast.div, div_rule, a, b)(a, b, fmt, rounding, overflow, ftz, daz, rng,
+                                                  sr_bits=sr_bits)
 
 
-def _div_impl(ctx, a, b):
-    (x, sx), (y, sy) = operand_values(a, ctx), operand_values(b, ctx)
-    x, y = _broadcast("div", x, y)
-    t, cls = eft.exact_quotient(x, y, ctx.fine)
-    check_invalid(t, ctx, "div", x, y)
-    fpflags.note_division(x, y)
-    return ctx.round(t, cls), sx and sy
-
-
-@tensor_entry('sqrt', ('a',), device_impl=ops_device.device_sqrt)
+@tensor_entry('sqrt', ('a',), portable=True)
 def sqrt(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
          ftz: bool = False, daz: bool = False, rng: RngLike = None, *, sr_bits: int | None = None) -> Values:
     """Square root in ``fmt``, correctly rounded in every mode; sqrt(-0) = -0,
@@ -636,18 +161,11 @@ def sqrt(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     >>> sqrt(2.0, "bf16"), sqrt(2.0, "bf16", rounding="up"), sqrt(-0.0, "fp16")
     (1.4140625, 1.421875, -0.0)
     """
-    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    return _finish(*_run(_sqrt_impl, ctx, a))
+    return _kernel(ops_fast.sqrt, sqrt_rule, a)(a, fmt, rounding, overflow, ftz, daz, rng,
+                                                 sr_bits=sr_bits)
 
 
-def _sqrt_impl(ctx, a):
-    x, sx = operand_values(a, ctx)
-    t, cls = eft.exact_sqrt(x, ctx.fine, eft.resid_slack(ctx.fmt) if ctx.fine else 0)
-    check_invalid(t, ctx, "sqrt", x)
-    return ctx.round(t, cls), sx
-
-
-@tensor_entry('fma', ('a', 'b', 'c'), device_impl=ops_device.device_fma)
+@tensor_entry('fma', ('a', 'b', 'c'), portable=True)
 def fma(a: Values, b: Values, c: Values, fmt: FormatLike, rounding: str = "nearest_even",
         overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
         sr_bits: int | None = None) -> Values:
@@ -657,36 +175,11 @@ def fma(a: Values, b: Values, c: Values, fmt: FormatLike, rounding: str = "neare
     >>> fma(a, b, -1.0, "fp16"), add(mul(a, b, "fp16"), -1.0, "fp16")
     (-9.5367431640625e-07, 0.0)
     """
-    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng, sr_bits)
-    return _finish(*_run_fast(ctx, _fma_impl, _fast_fma, a, b, c))
+    return _kernel(ops_fast.fma, fma_rule, a, b, c)(a, b, c, fmt, rounding, overflow, ftz, daz, rng,
+                                                     sr_bits=sr_bits)
 
 
-def _fma_impl(ctx, a, b, c):
-    (x, sx), (y, sy), (z, sz) = operand_values(a, ctx), operand_values(b, ctx), operand_values(c, ctx)
-    return _fma_values(x, y, z, ctx), sx and sy and sz
-
-
-def _fma_values(x, y, z, ctx):
-    x, y, z = _broadcast("fma", x, y, z)
-    narrow = eft.product_is_exact(ctx.fmt)
-    t, cls = eft.exact_fma(x, y, z, narrow, ctx.fine)
-    check_invalid(t, ctx, "fma", x, y, z)
-    if (ctx.mode == "down" or not narrow) and (t == 0).any():
-        # stand-in for the exact product: a signed zero where it is zero, else 1
-        p = np.where((x == 0) | (y == 0), np.where(np.signbit(x) ^ np.signbit(y), -0.0, 0.0), 1.0)
-        t = zero_signs(t, cls, p, z, ctx.mode)
-    return ctx.round(t, cls)
-
-
-def _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, fn, name):
-    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng)
-    x, sx = operand_values(a, ctx)
-    t = fn(x)
-    check_invalid(t, ctx, name)
-    return _finish(ctx.round(t), sx)
-
-
-@tensor_entry('neg', ('a',), device_impl=ops_device.device_neg)
+@tensor_entry('neg', ('a',), portable=True)
 def neg(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
         ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """``-a`` in ``fmt`` (exact for signed float formats; int8 ``-(-128)`` follows the
@@ -695,10 +188,10 @@ def neg(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Ov
     >>> neg(0.1, "bf16"), neg(-128, "int8")
     (-0.10009765625, 127.0)
     """
-    return _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, np.negative, "neg")
+    return _kernel(ops_fast.neg, neg_rule, a)(a, fmt, rounding, overflow, ftz, daz, rng)
 
 
-@tensor_entry('abs', ('a',), device_impl=ops_device.device_abs)
+@tensor_entry('abs', ('a',), portable=True)
 def abs(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,  # noqa: A001
         ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """``|a|`` in ``fmt``.
@@ -706,25 +199,10 @@ def abs(a: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Ov
     >>> abs(-0.1, "fp16")
     0.0999755859375
     """
-    return _unary_rounded(a, fmt, rounding, overflow, ftz, daz, rng, np.abs, "abs")
+    return _kernel(ops_fast.abs, abs_rule, a)(a, fmt, rounding, overflow, ftz, daz, rng)
 
 
-def _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, is_min):
-    ctx = make_ctx(fmt, rounding, overflow, ftz, daz, rng)
-    (x, sx), (y, sy) = operand_values(a, ctx), operand_values(b, ctx)
-    x, y = _broadcast("minimum" if is_min else "maximum", x, y)
-    with np.errstate(invalid="ignore"):
-        r = np.where(x < y, x, y) if is_min else np.where(x > y, x, y)
-        both_zero = (x == 0) & (y == 0)
-        if both_zero.any():
-            sx_, sy_ = np.signbit(x), np.signbit(y)
-            negz = (sx_ | sy_) if is_min else (sx_ & sy_)
-            r = np.where(both_zero, np.where(negz, -0.0, 0.0), r)
-        r = np.where(np.isnan(x) | np.isnan(y), np.nan, r)
-    return _finish(np.array(r, np.float64), sx and sy)
-
-
-@tensor_entry('minimum', ('a', 'b'), device_impl=ops_device.device_minimum)
+@tensor_entry('minimum', ('a', 'b'), portable=True)
 def minimum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
             overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """Elementwise minimum of ``a`` and ``b`` cast to ``fmt`` (IEEE 754-2019
@@ -733,10 +211,11 @@ def minimum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even
     >>> minimum(0.0, -0.0, "fp16"), minimum(0.1, 0.2, "bf16")
     (-0.0, 0.10009765625)
     """
-    return _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, True)
+    return _kernel(ops_fast.minimum, minimum_rule, a, b)(a, b, fmt, rounding, overflow, ftz,
+                                                          daz, rng)
 
 
-@tensor_entry('maximum', ('a', 'b'), device_impl=ops_device.device_maximum)
+@tensor_entry('maximum', ('a', 'b'), portable=True)
 def maximum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even",
             overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None) -> Values:
     """Elementwise maximum of ``a`` and ``b`` cast to ``fmt`` (NaN if either is NaN,
@@ -745,7 +224,246 @@ def maximum(a: Values, b: Values, fmt: FormatLike, rounding: str = "nearest_even
     >>> maximum(0.0, -0.0, "fp16"), maximum([1, 5], 3, "fp8_e4m3")
     (0.0, array([3., 5.]))
     """
-    return _minmax(a, b, fmt, rounding, overflow, ftz, daz, rng, False)
+    return _kernel(ops_fast.maximum, maximum_rule, a, b)(a, b, fmt, rounding, overflow, ftz,
+                                                          daz, rng)
+
+
+# ---------------------------------------------------------------- the rule, over the namespace
+class _Options:
+    """The resolved options of one call (as ``ops_fast.make_ctx`` resolves them)."""
+
+    def __init__(self, fmt: Format, rounding: Any, overflow: Any, ftz: bool, daz: bool):
+        self.rounding, self.overflow, self.ftz, self.daz = rounding, overflow, ftz, daz
+        self.mode = resolve_mode(rounding)
+        self.policy = resolve_overflow(overflow, fmt)
+
+
+class OpCall:
+    """One call of a rule written over the namespace: its name, device (None for numpy
+    arrays), resolved options (``ctx``), format (``fmt``), namespace (``xp``; ``t`` is the
+    torch module for tensors, else None); ``operand`` casts an operand to the format,
+    ``round`` rounds exact values (with their remainder class, or under stochastic
+    rounding their ``resid``) by the one rounding routine, ``finish`` refuses invalid
+    results of formats without NaN.  ``rng``: for tensors a ``torch.Generator`` on the
+    device, an int seed (a new Generator on the device seeded with it) or None (torch's
+    default generator); for numpy arrays a numpy Generator, a seed or None; made once
+    per call: ``generator`` is what the operands' casts and every rounding of the call
+    draw from, in turn.  Shared by the tensor reductions and products."""
+
+    def __init__(self, name: str, operands: list, fmt: Any, rounding: Any, overflow: Any,
+                 ftz: Any, daz: Any, sr_bits: Any = None, rng: Any = None,
+                 products: bool = True):
+        self.name = f"floatfmt.{name}"
+        tensors = [x for x in operands if is_tensor(x)]
+        self.device = check_tensors(self.name, operands) if tensors else None
+        mode = resolve_mode(rounding)
+        if mode not in STOCHASTIC and sr_bits is not None:
+            raise ValueError("sr_bits applies to the stochastic roundings only")
+        self.fmt: Format = get_format(fmt)
+        self.ctx = _Options(self.fmt, rounding, overflow, bool(ftz), bool(daz))
+        if products and not product_is_exact(self.fmt):
+            raise self.no(f"the format {self.fmt.name} (its products do not fit float64)")
+        like = tensors[0] if tensors else next(
+            (x for x in operands if isinstance(x, np.ndarray)), np.zeros(()))
+        self.like = like
+        self.xp = namespace(like)
+        self.t: Any = getattr(self.xp, "t", None)
+        #: stochastic rounding: exact results carry their ``resid``, not only the class
+        self.fine = mode in STOCHASTIC
+        self.sr_bits = sr_bits
+        self.generator = (None if not self.fine else self.xp.generator(rng, like) if tensors
+                          else make_rng(rng))
+
+    def no(self, what: str) -> NotImplementedError:
+        return NotImplementedError(f"{self.name} on {getattr(self, 'device', 'this device')}: "
+                                   f"{what} is not implemented on the device yet (numpy arrays "
+                                   "and CPU tensors support it)")
+
+    def operand(self, x: Any, what: str = "operand") -> Any:
+        """x cast to fmt as a float64 array of the call's namespace (daz applied; NaN
+        refused for formats without NaN, as ``ops_fast.operand_values``)."""
+        xp, fmt, ctx = self.xp, self.fmt, self.ctx
+        if not is_tensor(x) and not isinstance(x, np.ndarray):
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise TypeError(f"{self.name}: operands mixed with tensors must be tensors or "
+                                f"Python numbers, not {type(x).__name__}")
+            if isinstance(x, int) and not -2 ** 53 <= x <= 2 ** 53:  # (abs: ff.abs here)
+                raise self.no("a Python int past 2**53 beside tensors")
+            x = xp.asfloat(x, self.like)
+        sr = resolve_mode(ctx.rounding) in STOCHASTIC  # cast refuses a generator it would ignore
+        v = xp.detach(cast(x, fmt, ctx.rounding, ctx.overflow, ctx.ftz, False,
+                           rng=self.generator if sr else None,
+                           sr_bits=self.sr_bits if sr else None, dtype=xp.float64))
+        if xp.name == "numpy":
+            v = np.asarray(v, np.float64)  # (a 0-d result of cast is a Python float)
+        if ctx.daz and fmt.kind == "float" and fmt.subnormals:
+            tiny = (xp.abs(v) < fmt.smallest_normal) & (v != 0)
+            v = xp.where(tiny, xp.copysign(0.0, v), v)
+        if (not fmt.has_nan or fmt.kind == "int") and xp.any(xp.isnan(v)):
+            raise ValueError(f"{fmt.name} has no NaN, but an {what} is NaN")
+        return v
+
+    def finish(self, r: Any, name: str) -> Any:
+        fmt = self.fmt
+        if (not fmt.has_nan or fmt.kind == "int") and self.xp.any(self.xp.isnan(r)):
+            raise ValueError(
+                f"{name} in {fmt.name} has an invalid result (such as 0/0, Inf - Inf, 0 * Inf "
+                f"or sqrt of a negative number) and {fmt.name} has no NaN to hold it")
+        return r
+
+    def round(self, v: Any, sticky: Any = None) -> Any:
+        """Round the exact values v (truncated toward zero, with ``sticky``: a uint8
+        class, or an int64 ``resid`` under stochastic rounding)."""
+        c = self.ctx
+        resid = None
+        if sticky is not None and self.xp.is_int64(sticky):
+            sticky, resid = None, sticky
+        return round_values(v, self.fmt, c.mode, c.policy, ftz=c.ftz, sticky=sticky,
+                            resid=resid, rng=self.generator, sr_bits=self.sr_bits)
+
+    def share(self, name: str, operands: list, fmt: Any, products: bool = True) -> OpCall:
+        """A call with the same options in another format, drawing from the same
+        generator (the accumulator's and output's roundings of a reduction)."""
+        c = self.ctx
+        other = OpCall(name, operands, fmt, c.rounding, c.overflow, c.ftz, c.daz,
+                       self.sr_bits, products=products)
+        other.generator = self.generator
+        other.fine = self.fine
+        return other
+
+
+def rounded_sum(c: OpCall, p: Any, z: Any, name: str) -> Any:
+    """p + z (broadcast float64 arrays) rounded once to ``c``'s format: the exact sum
+    (``residuals.sum_sticky``, as ``floatfmt.arith.accumulate``'s step), IEEE zero signs,
+    invalid results refused for formats without NaN (``name`` in the message)."""
+    p, z = c.xp.broadcast(p, z)
+    v, cls = sum_sticky(p, z, c.fine)
+    c.finish(v, name)
+    v = sum_zero_signs(v, cls, p, z, c.ctx.mode)
+    return c.round(v, cls)
+
+
+def add_rule(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+             ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
+    """``add``'s rule over the namespace: the operands' exact sum (TwoSum, class or resid)
+    rounded once."""
+    c = OpCall("add", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
+    return rounded_sum(c, c.operand(a), c.operand(b), "add")
+
+
+def sub_rule(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+             ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
+    """``sub``'s rule over the namespace: x + (-y)."""
+    c = OpCall("sub", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
+    return rounded_sum(c, c.operand(a), -c.operand(b), "sub")
+
+
+def mul_rule(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+             ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
+    """``mul``'s rule over the namespace: the float64 product is exact for formats up to
+    fp32; wider ones (fp64) take ``residuals.product_parts`` (integer limbs)."""
+    c = OpCall("mul", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
+    x, y = c.xp.broadcast(c.operand(a), c.operand(b))
+    if product_is_exact(c.fmt):
+        with c.xp.quiet():
+            return c.round(c.finish(x * y, "mul"))
+    v, cls = product_parts(x, y, c.ctx.mode, c.fine)
+    return c.round(c.finish(v, "mul"), cls)
+
+
+def fma_rule(a: Any, b: Any, cc: Any, fmt: Any, rounding: Any = "nearest_even",
+             overflow: Any = None, ftz: Any = False, daz: Any = False, rng: Any = None, *,
+             sr_bits: Any = None) -> Any:
+    """``fma``'s rule over the namespace: the exact product plus c, rounded once (infinite
+    or NaN operands: IEEE's a * b + c, which float64 computes exactly for these formats);
+    formats wider than fp32 (fp64): ``residuals.fma_parts``."""
+    c = OpCall("fma", [a, b, cc], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
+    x, y, z = c.xp.broadcast(c.operand(a), c.operand(b), c.operand(cc))
+    if product_is_exact(c.fmt):
+        # the float64 product is exact (a zero one with IEEE's sign; Inf * 0 is NaN)
+        with c.xp.quiet():
+            p = x * y
+        return rounded_sum(c, p, z, "fma")
+    v, cls = fma_parts(x, y, z, c.ctx.mode, c.fine)
+    return c.round(c.finish(v, "fma"), cls)
+
+
+def div_rule(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+             ftz: Any = False, daz: Any = False, rng: Any = None, *, sr_bits: Any = None) -> Any:
+    """``div``'s rule over the namespace (``residuals.quotient_sticky``; wider formats
+    ``wide_quotient``); x / 0 is a signed Inf, 0 / 0 and Inf / Inf NaN."""
+    c = OpCall("div", [a, b], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
+    x, y = c.xp.broadcast(c.operand(a), c.operand(b))
+    if product_is_exact(c.fmt):
+        v, cls = quotient_sticky(x, y, c.fine)
+    else:
+        v, cls = wide_quotient(x, y, c.fine)
+    c.finish(v, "div")
+    return c.round(v, cls)
+
+
+def sqrt_rule(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+              ftz: Any = False, daz: Any = False, rng: Any = None, *,
+              sr_bits: Any = None) -> Any:
+    """``sqrt``'s rule over the namespace (``residuals.root_sticky``; wider formats
+    ``wide_root``); sqrt(-0) = -0, the root of a negative number is NaN."""
+    c = OpCall("sqrt", [a], fmt, rounding, overflow, ftz, daz, sr_bits, rng, False)
+    g = resid_slack(c.fmt) if c.fine else 0
+    if product_is_exact(c.fmt):
+        v, cls = root_sticky(c.operand(a), c.fine, g)
+    else:
+        v, cls = wide_root(c.operand(a), c.fine, g)
+    c.finish(v, "sqrt")
+    return c.round(v, cls)
+
+
+def _unary_rule(name: str, a: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any, daz: Any,
+                negate: bool, rng: Any = None) -> Any:
+    c = OpCall(name, [a], fmt, rounding, overflow, ftz, daz, rng=rng, products=False)
+    x = c.operand(a)
+    v = -x if negate else c.xp.abs(x)
+    return c.round(c.finish(v, name))
+
+
+def neg_rule(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+             ftz: Any = False, daz: Any = False, rng: Any = None) -> Any:
+    """``neg``'s rule over the namespace."""
+    return _unary_rule("neg", a, fmt, rounding, overflow, ftz, daz, True, rng)
+
+
+def abs_rule(a: Any, fmt: Any, rounding: Any = "nearest_even", overflow: Any = None,
+             ftz: Any = False, daz: Any = False, rng: Any = None) -> Any:
+    """``abs``'s rule over the namespace."""
+    return _unary_rule("abs", a, fmt, rounding, overflow, ftz, daz, False, rng)
+
+
+def _minmax_rule(name: str, a: Any, b: Any, fmt: Any, rounding: Any, overflow: Any, ftz: Any,
+                 daz: Any, is_min: bool, rng: Any = None) -> Any:
+    c = OpCall(name, [a, b], fmt, rounding, overflow, ftz, daz, rng=rng, products=False)
+    xp = c.xp
+    x, y = xp.broadcast(c.operand(a), c.operand(b))
+    with xp.quiet():
+        r = xp.where(x < y, x, y) if is_min else xp.where(x > y, x, y)
+    both_zero = (x == 0) & (y == 0)
+    sx, sy = xp.signbit(x), xp.signbit(y)
+    negz = (sx | sy) if is_min else (sx & sy)
+    r = xp.where(both_zero, xp.where(negz, -0.0, 0.0), r)
+    return xp.where(xp.isnan(x) | xp.isnan(y), math.nan, r)
+
+
+def minimum_rule(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even",
+                 overflow: Any = None, ftz: Any = False, daz: Any = False,
+                 rng: Any = None) -> Any:
+    """``minimum``'s rule over the namespace (IEEE 754-2019 minimum: NaN wins, -0 < +0)."""
+    return _minmax_rule("minimum", a, b, fmt, rounding, overflow, ftz, daz, True, rng)
+
+
+def maximum_rule(a: Any, b: Any, fmt: Any, rounding: Any = "nearest_even",
+                 overflow: Any = None, ftz: Any = False, daz: Any = False,
+                 rng: Any = None) -> Any:
+    """``maximum``'s rule over the namespace (NaN wins, +0 > -0)."""
+    return _minmax_rule("maximum", a, b, fmt, rounding, overflow, ftz, daz, False, rng)
+
 
 
 # ---------------------------------------------------------------------------------------------

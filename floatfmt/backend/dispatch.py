@@ -22,7 +22,8 @@ The rule, and why:
   routine's general implementation (``cast``, ``encode``, ``decode``,
   ``next_up``, ``next_down``, ``ulp``, ``pack``, ``unpack`` and the rounding
   inside ``floatfmt.torch.fake_quant``), the arithmetic
-  (``floatfmt.arith.ops_device``: ``add sub mul fma div sqrt neg abs minimum maximum``,
+  (``floatfmt.arith.ops``: ``add sub mul fma div sqrt neg abs minimum maximum``, portable
+  entries whose rule ``ops.*_rule`` is written over the namespace and runs on numpy too;
   every format, fp64 and wide custom ones included, every rounding mode,
   stochastic ones included), ``sum`` in
   every order and ``dot`` / ``matmul`` without a model in every order
@@ -55,7 +56,7 @@ seed), on CPU as on CUDA.  The arithmetic, sums and products on CPU tensors draw
 from numpy (an int seed or a numpy Generator, as for numpy arrays); on CUDA (and
 under ``force_namespace``) from a ``torch.Generator`` on the device or an int seed,
 one generator per call for the operands' casts and every rounding, with the exact
-remainder handed to the one rounding routine (``ops_device``; tensor-core products:
+remainder handed to the one rounding routine (``ops.OpCall``; tensor-core products:
 the operands' casts, the epilogue and ``out_fmt`` in the order that
 ``floatfmt.arith.matrixunit.gemm`` states).  The two streams
 differ, so a seed gives different bits on the two paths; the rule (the probability

@@ -107,21 +107,11 @@ class _Numpy:
     # construction, reductions, layout; the same names and meaning on _Torch
     float64 = np.float64
 
-    @staticmethod
-    def errstate():
-        """A context that silences numpy's floating-point warnings (torch has none)."""
-        return np.errstate(invalid="ignore", over="ignore", under="ignore", divide="ignore")
-
-    frexp = staticmethod(np.frexp)
     matmul = staticmethod(np.matmul)
     einsum = staticmethod(np.einsum)
     swapaxes = staticmethod(np.swapaxes)
     moveaxis = staticmethod(np.moveaxis)
     broadcast_to = staticmethod(np.broadcast_to)
-
-    @staticmethod
-    def to_int64(x):
-        return np.asarray(x).astype(np.int64)
 
     @staticmethod
     def amax(x, axis):
@@ -130,10 +120,6 @@ class _Numpy:
     @staticmethod
     def clamp_min(x, lo):
         return np.maximum(x, lo)
-
-    @staticmethod
-    def zeros(shape, like=None):
-        return np.zeros(shape)
 
     @staticmethod
     def empty(shape, like=None):
@@ -150,7 +136,7 @@ class _Numpy:
         return np.asarray(v, np.float64)
 
     @staticmethod
-    def concatenate(xs, axis):
+    def concatenate(xs, axis=0):
         return np.concatenate(xs, axis)
 
     @staticmethod
@@ -165,6 +151,96 @@ class _Numpy:
     @staticmethod
     def all(mask) -> bool:
         return bool(mask.all())
+
+    # twins-ops: what the exact arithmetic (arith/limbs.py, arith/residuals.py, the rules of
+    # arith/ops.py) needs beyond the rounding routine, so that it runs on numpy too
+
+    @staticmethod
+    def const(v: float, like):
+        """v as a float64 scalar (a broadcast operand)."""
+        return np.float64(v)
+
+    @staticmethod
+    def quiet():
+        """A context in which IEEE exceptions (overflow, invalid, ...) are silent."""
+        return np.errstate(all="ignore")
+
+    @staticmethod
+    def frexp(x):
+        """(mantissa in [1/2, 1) or 0, int64 exponent) of a float64 array."""
+        m, e = np.frexp(x)
+        return m, e.astype(np.int64)
+
+    @staticmethod
+    def nextafter(x, toward: float):
+        """The next float64 after each element of x toward the scalar ``toward``."""
+        return np.nextafter(x, toward)
+
+    sign = staticmethod(np.sign)
+    sqrt = staticmethod(np.sqrt)
+    zeros_like = staticmethod(np.zeros_like)
+    ones_like = staticmethod(np.ones_like)
+    full_like = staticmethod(np.full_like)  # keeps like's dtype, as torch.full_like
+
+    @staticmethod
+    def broadcast(*xs):
+        """The arrays broadcast to one shape (read-only views)."""
+        return np.broadcast_arrays(*xs)
+
+    @staticmethod
+    def stack(xs):
+        return np.stack(xs)
+
+    @staticmethod
+    def toint(x):
+        """As int64 (floats truncated toward zero)."""
+        return np.asarray(x).astype(np.int64)
+
+    @staticmethod
+    def tou8(x):
+        return np.asarray(x).astype(np.uint8)
+
+    @staticmethod
+    def is_int64(x) -> bool:
+        return np.asarray(x).dtype == np.int64
+
+    @staticmethod
+    def where_int(c, a, b):
+        """``where`` of Python ints or int arrays: an int64 result."""
+        return np.where(c, a, b).astype(np.int64, copy=False)
+
+    @staticmethod
+    def zeros(shape, like=None, dtype: str = "float64"):
+        return np.zeros(shape, dtype)
+
+    @staticmethod
+    def arange(n: int, like):
+        return np.arange(n, dtype=np.int64)
+
+    @staticmethod
+    def asfloat(v: float, like):
+        """The Python number v as a 0-d float64 array."""
+        return np.asarray(float(v), np.float64)
+
+    @staticmethod
+    def detach(x):
+        return x
+
+    @staticmethod
+    def take0(L, idx):
+        """``L[idx[j], j]`` for each column j of the 2-d L (idx: one int64 row index per column)."""
+        return np.take_along_axis(L, idx[None], 0)[0]
+
+    @staticmethod
+    def scatter_add0(L, idx, vals):
+        """In place: ``L[idx[i, j], j] += vals[i, j]`` for every i, j (integers: exact)."""
+        cols = np.broadcast_to(np.arange(L.shape[1]), idx.shape)
+        np.add.at(L, (idx, cols), vals)
+        return L
+
+    @staticmethod
+    def cumsum0(x):
+        return np.cumsum(x, 0)
 
 
 
@@ -306,17 +382,17 @@ class _Torch:
                         f"not {type(rng).__name__}")
 
 
-    # twins-mu: the matrix units' operations (see _Numpy's block of the same name)
+    # twins-mu: the matrix units' operations (see _Numpy's block of the same name);
+    # twins-ops: what the exact arithmetic (arith/limbs.py, arith/residuals.py, the rules of
+    # arith/ops.py) needs beyond the rounding routine (the same operations as _Numpy's block)
+    @staticmethod
+    def quiet():
+        """No IEEE exception is raised or warned about by torch: a null context."""
+        return contextlib.nullcontext()
+
     @property
     def float64(self):
         return self.t.float64
-
-    @staticmethod
-    def errstate():
-        return contextlib.nullcontext()
-
-    def frexp(self, x):
-        return self.t.frexp(x)
 
     def matmul(self, a, b):
         return self.t.matmul(a, b)
@@ -330,12 +406,6 @@ class _Torch:
     def moveaxis(self, x, a, b):
         return x.movedim(a, b)
 
-    def broadcast_to(self, x, shape):
-        return x.expand(tuple(shape))
-
-    def to_int64(self, x):
-        return x.to(self.t.int64)
-
     @staticmethod
     def amax(x, axis):
         return x.amax(axis)
@@ -343,9 +413,6 @@ class _Torch:
     @staticmethod
     def clamp_min(x, lo):
         return x.clamp(min=lo)
-
-    def zeros(self, shape, like):
-        return self.t.zeros(tuple(shape), dtype=self.t.float64, device=like.device)
 
     def empty(self, shape, like):
         return self.t.empty(tuple(shape), dtype=self.t.float64, device=like.device)
@@ -360,7 +427,7 @@ class _Torch:
     def values(self, v):
         return v.detach().to(self.t.float64)
 
-    def concatenate(self, xs, axis):
+    def concatenate(self, xs, axis=0):
         return self.t.cat(list(xs), axis)
 
     @staticmethod
@@ -374,6 +441,74 @@ class _Torch:
     @staticmethod
     def all(mask) -> bool:
         return bool(mask.all())
+
+    def frexp(self, x):
+        m, e = self.t.frexp(x)
+        return m, e.to(self.t.int64)
+
+    def nextafter(self, x, toward: float):
+        return self.t.nextafter(x, self.const(toward, x))
+
+    def sign(self, x):
+        return self.t.sign(x)
+
+    def sqrt(self, x):
+        return self.t.sqrt(x)
+
+    def zeros_like(self, x):
+        return self.t.zeros_like(x)
+
+    def ones_like(self, x):
+        return self.t.ones_like(x)
+
+    def full_like(self, x, v):
+        return self.t.full_like(x, v)
+
+    def broadcast_to(self, x, shape):
+        return self.t.broadcast_to(x, shape)
+
+    def broadcast(self, *xs):
+        return self.t.broadcast_tensors(*xs)
+
+    def stack(self, xs):
+        return self.t.stack(list(xs))
+
+    def toint(self, x):
+        return x.to(self.t.int64)
+
+    def tou8(self, x):
+        return x.to(self.t.uint8)
+
+    def is_int64(self, x) -> bool:
+        return x.dtype == self.t.int64
+
+    def where_int(self, c, a, b):
+        return self.t.where(c, a, b)
+
+    def zeros(self, shape, like, dtype: str = "float64"):
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        return self.t.zeros(shape, dtype=getattr(self.t, dtype), device=like.device)
+
+    def arange(self, n: int, like):
+        return self.t.arange(n, device=like.device)
+
+    def asfloat(self, v: float, like):
+        return self.t.tensor(float(v), dtype=self.t.float64, device=like.device)
+
+    @staticmethod
+    def detach(x):
+        return x.detach()
+
+    def take0(self, L, idx):
+        return self.t.gather(L, 0, idx[None])[0]
+
+    @staticmethod
+    def scatter_add0(L, idx, vals):
+        return L.scatter_add_(0, idx, vals)
+
+    @staticmethod
+    def cumsum0(x):
+        return x.cumsum(0)
 
 
     # ------------------------------------------------------------ tensors in and out

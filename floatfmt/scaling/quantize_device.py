@@ -56,9 +56,9 @@ from ..core.formats import Format, get_format
 from ..backend.namespace import is_tensor, namespace
 from .mx_nvfp4 import SCALE_ROUNDINGS, nvfp4_tensor_scale
 from ..core.codec import values_to_codes
-from ..arith.eft_device import exact_sum
+from ..arith.limbs import limb_sum as exact_sum
 from .tiles import tiled_layout
-from ..arith.ops_device import wide_quotient
+from ..arith.residuals import wide_quotient
 from .quantized_tensor import QuantizedTensor, choose, normalize_axis, width
 from .quantized_tensor_device import expand_tiles
 from ..core.rounding import STOCHASTIC, round_values

@@ -98,11 +98,11 @@ class StepModel(Protocol):
 def rne_add(x, y, fmt: Format, policy: str):
     """x + y rounded once to fmt with nearest-even (the exact sum and its remainder
     class): the additions of the AMD trees and T-FDPA's ``c_entry="after"``.  numpy
-    arrays: ``eft.exact_sum``; tensors: ``ops_device.device_add``, the same rule (one
-    place to change when the two merge)."""
+    arrays: ``eft.exact_sum`` (the numpy kernel); tensors: ``ops.add_rule``, the rule
+    over the namespace (``tests/test_ops_fast.py`` proves the two equal)."""
     if is_tensor(x) or is_tensor(y):
-        from ..ops_device import device_add
-        return device_add(x, y, fmt, "nearest_even", policy)
+        from ..ops import add_rule
+        return add_rule(x, y, fmt, "nearest_even", policy)
     t, cls = eft.exact_sum(x, y)
     return round_values(t, fmt, "nearest_even", policy, sticky=cls)
 
@@ -119,15 +119,15 @@ def _exponents(v, fmt: Format, zero_exponent: int):
     """max(floor(log2|v|), emin) for nonzero finite v, ``zero_exponent`` elsewhere."""
     xp = namespace(v)
     fin = xp.isfinite(v) & (v != 0)
-    with xp.errstate():
+    with xp.quiet():
         _, e = xp.frexp(xp.where(fin, v, 1.0))
-    return xp.where(fin, xp.clamp_min(xp.to_int64(e) - 1, fmt.emin), zero_exponent)
+    return xp.where(fin, xp.clamp_min(xp.toint(e) - 1, fmt.emin), zero_exponent)
 
 
 def _specials(P, c):
     """(mask, value): where the plain float64 sum of the products and c is Inf or NaN."""
     xp = namespace(P)
-    with xp.errstate():
+    with xp.quiet():
         total = xp.where(xp.isfinite(P), 0.0, P).sum(-1) + xp.where(xp.isfinite(c), 0.0, c)
     return ~xp.isfinite(total), total
 
@@ -190,13 +190,13 @@ def _exact_rounded_sum(terms, ofmt: Format):
 
 
 def _limbs_rounded_sum(T, ofmt: Format):
-    """The same sum by the ``"limbs"`` strategy (tensors: ``eft_device.exact_sum``,
-    integer limbs; T holds the terms on its last axis): the sum truncated toward zero
+    """The same sum by the ``"limbs"`` strategy (``limbs.limb_sum``, integer limbs, over
+    the namespace; T holds the terms on its last axis): the sum truncated toward zero
     to float64 and the remainder class of what lies below, rounded once by the one
     rounding routine."""
-    from ..eft_device import exact_sum
+    from ..limbs import limb_sum
     xp = namespace(T)
-    s, cls = exact_sum(xp.moveaxis(T, -1, 0), "nearest_even")
+    s, cls = limb_sum(xp.moveaxis(T, -1, 0), "nearest_even")
     r = round_values(s, ofmt, "nearest_even", "inf" if ofmt.inf else "saturate", sticky=cls)
     return xp.where((s == 0) & (cls == 0), 0.0, r)
 
@@ -228,7 +228,7 @@ def _ftz_addmul(P, c, L: int, ftz: bool, ofmt: Format):
     def add(x, y):
         return flush(rne_add(x, y, ofmt, "inf"))
 
-    with xp.errstate():
+    with xp.quiet():
         p = flush(round_values(xp.values(P), ofmt, "nearest_even", "inf"))
     terms = [p[..., i] for i in range(p.shape[-1])]
     terms += [xp.zeros(p.shape[:-1], p)] * (L - len(terms))
@@ -253,7 +253,7 @@ def _tr_fdpa(P, EP, c, model: StepModel, cfmt: Format, ofmt: Format):
     xp = namespace(P)
     F = model.F
     if model.product_overflow:
-        with xp.errstate():
+        with xp.quiet():
             big = xp.abs(P) >= 2.0 ** (ofmt.emax + 1)
         P = xp.where(big, xp.signed(float("inf"), P), P)
     special, total = _specials(P, c)
@@ -386,9 +386,9 @@ def scale_parts(s, fmt: Format):
     xp = namespace(s)
     a = xp.abs(xp.values(s))
     fin = xp.isfinite(a) & (a != 0)
-    with xp.errstate():
+    with xp.quiet():
         _, e = xp.frexp(xp.where(fin, a, 1.0))
-    e = xp.where(fin, xp.clamp_min(xp.to_int64(e) - 1, fmt.emin), fmt.emin)
+    e = xp.where(fin, xp.clamp_min(xp.toint(e) - 1, fmt.emin), fmt.emin)
     return xp.where(xp.isfinite(a), xp.ldexp(a, -e), float("nan")), e
 
 
@@ -427,7 +427,7 @@ def scaled_terms(x, sx, y, sy, elem: Format, scale_fmt: Format, scale_block: int
     ex_s, ey_s = expand(e_x, -1), expand(e_y, -2)
     yt = xp.swapaxes(y, -1, -2)  # (..., N, K)
     ayt, eyt_s = xp.swapaxes(ay, -1, -2), xp.swapaxes(ey_s, -1, -2)  # (..., N, n)
-    with xp.errstate():
+    with xp.quiet():
         if group == 1:
             xs, ys = x * ax, yt * ayt
             T = xs[..., :, None, :] * ys[..., None, :, :]

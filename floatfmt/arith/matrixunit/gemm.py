@@ -48,13 +48,13 @@ __all__ = ["model_matmul", "model_dot", "epilogue", "tile_terms"]
 def _c_operand(kind: str, c: Any, fmt: Any, rounding: Any, overflow: Any, ftz: bool,
                daz: bool, g: Any, sr_bits: Any, like: Any) -> Any:
     """c as the epilogue takes it (``ops.operand_values``' rule): cast to fmt with these
-    options (drawing from g under stochastic rounding).  numpy: ``ops.operand_values``;
-    tensors: ``ops_device.DeviceCall.operand``, the same rule (one place to change when
-    the two merge)."""
+    options (drawing from g under stochastic rounding).  numpy: the numpy kernel's
+    ``ops.operand_values``; tensors: the rule over the namespace, ``ops.OpCall.operand``
+    (``tests/test_ops_fast.py`` proves the two equal)."""
     if is_tensor(like):
-        from ..ops_device import DeviceCall
+        from ..ops import OpCall
         c = namespace(like).operand(c, like)
-        call = DeviceCall(kind, [c], fmt, rounding, overflow, ftz, daz, sr_bits, g,
+        call = OpCall(kind, [c], fmt, rounding, overflow, ftz, daz, sr_bits, g,
                           products=False)
         return call.operand(c)
     from ..ops import make_ctx, operand_values

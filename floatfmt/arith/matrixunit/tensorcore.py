@@ -212,7 +212,7 @@ def _chain_matmul(x, ex, y, ey, m: TensorCoreModel, c=None, fmt=None, kernel=Non
         cfmt, ofmt = get_format(m.acc_fmt), m.output_format
         for k0 in range(0, K, m.L):
             sl = slice(k0, k0 + m.L)
-            with xp.errstate():
+            with xp.quiet():
                 P = xs[..., sl] * yt[..., None, :, sl]
             EP = exs[..., sl] + eyt[..., None, :, sl]
             acc = tfdpa_step(P, EP, acc, m, cfmt, ofmt, strategy=strategy)
@@ -258,7 +258,7 @@ def tensorcore_product(kind, a, b, fmt, model, acc_fmt="fp32", *, rounding="near
         return _int_dot(x, y, kind), "fp32"
     ex, ey = exponents(x, in_fmt), exponents(y, in_fmt)
     if kind == "dot":
-        with xp.errstate():
+        with xp.quiet():
             P = x * y
         EP = ex + ey
         r = fused_dot(P, xp.broadcast_to(EP, P.shape), m)
@@ -366,7 +366,7 @@ def _accumulator_input(c, m: TensorCoreModel, out_shape, like):
     c = xp.operand(c, like)
     if m.fmt == "int8":
         cv = xp.values(c)
-        with xp.errstate():
+        with xp.quiet():
             ok = xp.isfinite(cv) & (cv == xp.rint(cv)) & (xp.abs(cv + 0.5) <= 2.0 ** 31)
         if not xp.all(ok):
             raise ValueError("mma: an int8 model's c must hold integers in the int32 range")

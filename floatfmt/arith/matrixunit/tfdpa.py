@@ -32,9 +32,9 @@ STRATEGIES = ("general", "lean")
 def exponents(v, fmt: Format):
     """max(floor(log2|v|), emin) for nonzero finite v (int64), emin elsewhere."""
     xp = namespace(v)
-    with xp.errstate():
+    with xp.quiet():
         _, e = xp.frexp(xp.where(xp.isfinite(v), v, 0.0))
-    return xp.clamp_min(xp.to_int64(e) - 1, fmt.emin)
+    return xp.clamp_min(xp.toint(e) - 1, fmt.emin)
 
 
 # The aligned terms as integers: a term times 2**(F - e_max) is below 2**(F + 2) <= 2**42 in
@@ -104,7 +104,7 @@ def _fused(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format, keep=Fa
     xp = namespace(P)
     F = model.F
     floor = model.zero_exponent
-    with xp.errstate():
+    with xp.quiet():
         total = P.sum(-1) + c  # NaN / Inf detection (finite terms cannot overflow float64)
         special = ~xp.isfinite(total)
         fin_c = xp.isfinite(c)
@@ -122,7 +122,7 @@ def _fused(P, EP, c, model: TensorCoreModel, cfmt: Format, ofmt: Format, keep=Fa
             fin_p = xp.isfinite(P)
             nzp = fin_p if keep else (P != 0) & fin_p
             e_max = xp.maximum(xp.amax(xp.where(nzp, EP, floor), -1), ec)
-            scale = xp.to_int64(F - e_max)
+            scale = xp.toint(F - e_max)
             y = _align(xp.where(fin_p, P, 0.0), scale[..., None], xp)
             S = y.sum(-1) + _align(cv, scale, xp)  # integers below 2**(F+8): exact
             val = xp.ldexp(S, -scale)
