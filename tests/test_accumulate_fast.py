@@ -200,3 +200,49 @@ def test_carried_bound_covers_every_rounding(acc):
         steps.bound = 0.0
         assert steps.exact(1, np.zeros(1))
         assert ff.cast(s, acc, rounding="up") <= steps.bound, (s, steps.bound)
+
+
+# ------------------------------------------------- every fast kernel against the reference
+_ORDERS = ["sequential", "pairwise", "kahan", "blocked", "exact"]
+
+
+@pytest.mark.parametrize("fmt,acc", [("bf16", "fp32"), ("fp16", "fp16"), ("fp8_e4m3", "bf16"),
+                                     ("fp64", "fp64")])
+@pytest.mark.parametrize("mode", ["nearest_even", "toward_zero", "down"])
+def test_fast_kernels_give_the_reference_bits(fmt, acc, mode, monkeypatch):
+    """``accumulate_fast`` (picked by ``accumulate._fast``) against the reference orders of
+    ``accumulate_orders`` run on numpy (``accumulate_fast.reference()``): sum along an axis
+    in thread parts, dot, and matmul (buffered sequential kernel, row parts of the
+    vectorised orders), bit for bit, with specials, signed zeros and wide operands; parts
+    made small so that several run (threads included)."""
+    monkeypatch.setattr(ac, "_SPLIT_ELEMS", 8)
+    monkeypatch.setattr(ac, "_CHUNK_ELEMS", 64)
+    monkeypatch.setattr(ac, "_SEQ_TILE", 8)
+    rng = np.random.default_rng(zlib.crc32(f"fast {fmt} {acc} {mode}".encode()))
+    spread = 30 if ff.info(fmt).max > 1e30 else 6
+    A = np.asarray(_terms(fmt, 9 * 13, rng, spread)).reshape(9, 13)
+    B = np.asarray(_terms(fmt, 13 * 5, rng, spread)).reshape(13, 5)
+    A[0, 2], A[1, :] = -0.0, 0.0
+    A[2, 3], B[4, 1] = np.inf, np.nan
+    v = A.reshape(-1)
+    for order in _ORDERS:
+        def run():
+            return (ff.sum(A, fmt, acc, order, axis=1, rounding=mode),
+                    ff.sum(A, fmt, acc, order, axis=0, rounding=mode),
+                    ff.sum(v, fmt, acc, order, rounding=mode),
+                    ff.dot(A[:5], B.T, fmt, acc, order, rounding=mode),
+                    ff.matmul(A, B, fmt, acc, order, rounding=mode),
+                    ff.matmul(A[None], B, fmt, acc, order, rounding=mode, alpha=0.5, c=A[:, :5]))
+        with ff.limit_threads(2):
+            fast = run()
+        with ac.reference():
+            ref = run()
+        for k, (f, r) in enumerate(zip(fast, ref)):
+            assert _same(f, r), (order, k)
+
+
+def test_reference_switch_restores_the_fast_kernels():
+    assert ac.enabled()
+    with ac.reference():
+        assert not ac.enabled()
+    assert ac.enabled()
