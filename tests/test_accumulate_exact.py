@@ -1,7 +1,8 @@
 """The two strategies of the exact sum of many terms (``accumulate_exact``): ``bigint``
 (numpy's: 16-bit limbs by bincounts, one Python integer per sum) and ``limbs`` (the
-device's: int64 limbs, written over the namespace), proven equal on numpy, and the exact
-sums of wide products (``fraction`` against ``limbs``); both against Fraction sums."""
+device's: int64 limbs), proven equal on the same float64 data (the limbs run on CPU
+tensors until they are written over the namespace), and the exact sums of wide products
+(``fraction`` against ``limbs``); the classes against Fraction sums."""
 
 from __future__ import annotations
 
@@ -12,8 +13,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+torch = pytest.importorskip("torch")
+
 from floatfmt.arith.accumulate_exact import (DOT_STRATEGIES, SUM_STRATEGIES, exact_dot_terms,
                                              exact_sum_terms)
+
+
+def _host(r):
+    return tuple(x.numpy() for x in r)
 
 
 def _bits(a):
@@ -60,8 +67,9 @@ def test_sum_strategies_agree_on_numpy(mode):
     T[:, 7] = _terms(rng, (40,), -1074, -1000)  # subnormal sums
     T[:, 8] = np.where(np.arange(40) % 2, 2.0 ** -1074, -(2.0 ** -1074))
     T[:, 9] = 2.0 ** rng.integers(-200, 200, 40) * np.where(np.arange(40) < 39, 1.0, -1.0)
-    got = {s: exact_sum_terms(T, mode, fine, strategy=s) for s in SUM_STRATEGIES}
-    (t0, c0), (t1, c1) = got["bigint"], got["limbs"]
+    assert SUM_STRATEGIES == ("bigint", "limbs")
+    t0, c0 = exact_sum_terms(T, mode, fine, strategy="bigint")
+    t1, c1 = _host(exact_sum_terms(torch.from_numpy(T), mode, fine, strategy="limbs"))
     same = ~np.isnan(t0)
     assert np.array_equal(_bits(t0[same]), _bits(t1[same])) and np.isnan(t1[~same]).all()
     assert np.array_equal(c0, c1) and c0.dtype == c1.dtype
@@ -75,11 +83,12 @@ def test_sum_strategies_agree_on_numpy(mode):
 def test_sum_strategies_on_shapes_and_one_term():
     rng = np.random.default_rng(1)
     T = _terms(rng, (7, 3, 4), -30, 30)
-    a, b = (exact_sum_terms(T, "nearest_even", strategy=s) for s in SUM_STRATEGIES)
-    assert a[0].shape == (3, 4) and np.array_equal(_bits(a[0]), _bits(b[0]))
+    a = exact_sum_terms(T, "nearest_even")  # numpy: bigint
+    b = _host(exact_sum_terms(torch.from_numpy(T), "nearest_even"))  # tensors: limbs
+    assert a[0].shape == b[0].shape == (3, 4) and np.array_equal(_bits(a[0]), _bits(b[0]))
     assert np.array_equal(a[1], b[1])
     one = T[:1]
-    assert np.array_equal(_bits(exact_sum_terms(one, "up", strategy="limbs")[0]), _bits(one[0]))
+    assert np.array_equal(_bits(exact_sum_terms(one, "up")[0]), _bits(one[0]))
 
 
 @pytest.mark.parametrize("mode", ["nearest_even", "down"])
@@ -97,8 +106,10 @@ def test_dot_strategies_agree_on_numpy(mode):
     X[0][4], Y[0][4], X[1][4], Y[1][4] = 3.0, 2.0 ** 600, -3.0, 2.0 ** 600  # cancel past 2**1023
     for k in range(2, n):
         X[k][4] = 0.0
-    got = {s: exact_dot_terms(X, Y, mode, strategy=s) for s in DOT_STRATEGIES}
-    (t0, c0), (t1, c1) = got["fraction"], got["limbs"]
+    assert DOT_STRATEGIES == ("fraction", "limbs")
+    t0, c0 = exact_dot_terms(X, Y, mode, strategy="fraction")
+    t1, c1 = _host(exact_dot_terms([torch.from_numpy(x) for x in X], [torch.from_numpy(y) for y in Y],
+                                   mode, strategy="limbs"))
     nan = np.isnan(t0)
     assert np.array_equal(nan, np.isnan(t1))
     assert np.array_equal(_bits(t0[~nan]), _bits(t1[~nan])) and np.array_equal(c0, c1)
@@ -108,3 +119,5 @@ def test_dot_strategies_agree_on_numpy(mode):
 def test_unknown_strategy_names_the_valid_ones():
     with pytest.raises(ValueError, match="bigint"):
         exact_sum_terms(np.zeros((2, 1)), "nearest_even", strategy="bignum")
+    with pytest.raises(ValueError, match="tensors only"):
+        exact_sum_terms(np.zeros((2, 1)), "nearest_even", strategy="limbs")

@@ -99,7 +99,7 @@ def _fast(c: Calls) -> bool:
 def _final(r, order, c: Calls, scalar):
     if order != "exact" and c.o is not c.a:
         r = c.o.round(r)
-    r = c.xp.float64(r)
+    r = c.xp.to_float64(r)
     return float(r) if scalar and c.host else r
 
 
@@ -160,7 +160,7 @@ def _epilogue(r, alpha, beta, cv, acc: Rounder, out: Rounder, c: Calls, rounding
         r = _mul(alpha, r, acc.fmt, **opts)
     if cv is not None and beta != 0.0:
         r = _fma(beta, c.operand(cv, out), r, acc.fmt, **opts)
-    return c.xp.float64(r)
+    return c.xp.to_float64(r)
 
 
 def _reduce_products(kind, x, y, c: Calls, order, block, fmt):
@@ -330,7 +330,7 @@ def _product(kind, a, b, fmt, acc_fmt, order, out_fmt, model, alpha, beta, cv, b
             res = res[..., 0, :]
         if y1:
             res = res[..., 0]
-    res = c.xp.float64(res)
+    res = c.xp.to_float64(res)
     if order == "exact":
         # the exact result was already rounded once to the output format
         if alpha != 1.0 or (cv is not None and beta != 0.0):

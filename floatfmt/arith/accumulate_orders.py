@@ -125,7 +125,7 @@ class Rounder:
     def exact(self, T: Any, name: str = "sum", strategy: str | None = None) -> Any:
         """The exact sum over axis 0 of the float64 terms T, rounded once."""
         t, cls = exact_sum_terms(T, self.mode, self.fine, strategy=strategy)
-        nan_terms = ()
+        nan_terms: tuple = ()
         if self.host and fpflags.active():  # NaN terms are quiet; Inf - Inf is invalid
             X = T.reshape(T.shape[0], -1)
             nan_terms = (np.where(np.isnan(X).any(0), np.nan, 0.0).reshape(t.shape),)

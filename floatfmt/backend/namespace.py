@@ -104,9 +104,10 @@ class _Numpy:
 
     # twins-acc: what the accumulation orders (``floatfmt.arith.accumulate``) need
     @staticmethod
-    def zeros(shape, like):
-        """float64 zeros of ``shape`` (on like's device for tensors)."""
-        return np.zeros(shape)
+    def zeros(shape, like=None, dtype: str = "float64"):
+        """Zeros of ``shape`` (float64 unless ``dtype`` names another; on like's device for
+        tensors)."""
+        return np.zeros(shape, dtype)
 
     @staticmethod
     def concat(arrays, axis=0):
@@ -129,49 +130,10 @@ class _Numpy:
         return np.moveaxis(x, source, destination)
 
     @staticmethod
-    def float64(x):
+    def to_float64(x):
         """x as a float64 array (numpy: ``np.asarray``)."""
         return np.asarray(x, np.float64)
 
-    @staticmethod
-    def zeros_of(shape, like, dtype: str):
-        """Zeros of ``shape`` and the dtype named ``dtype`` ("int64", "uint8", ...)."""
-        return np.zeros(shape, dtype)
-
-    @staticmethod
-    def as_dtype(x, dtype: str):
-        """x converted to the dtype named ``dtype`` (values as numpy's ``astype``)."""
-        return x.astype(dtype)
-
-    @staticmethod
-    def frexp(x):
-        """(mantissa in [0.5, 1) with x's sign, int exponent) of float64 x."""
-        return np.frexp(x)
-
-    @staticmethod
-    def sign(x):
-        return np.sign(x)
-
-    @staticmethod
-    def arange(n: int, like):
-        """0 .. n-1 as int64."""
-        return np.arange(n, dtype=np.int64)
-
-    @staticmethod
-    def amax(x, axis):
-        return x.max(axis)
-
-    @staticmethod
-    def take0(x, index):
-        """x[index[j], j] for every column j (x 2-d, index an int64 array of x's columns)."""
-        return np.take_along_axis(x, index[None], 0)[0]
-
-    @staticmethod
-    def scatter_add0(x, index, values):
-        """x[index[i, j], j] += values[i, j] for every i and j, in place (integers: exact in
-        any order); returns x."""
-        np.add.at(x, (index, np.broadcast_to(np.arange(x.shape[1]), index.shape)), values)
-        return x
 
 
 NUMPY = _Numpy()
@@ -313,9 +275,9 @@ class _Torch:
 
 
     # twins-acc: what the accumulation orders (``floatfmt.arith.accumulate``) need
-    def zeros(self, shape, like):
-        """float64 zeros of ``shape`` on like's device."""
-        return self.t.zeros(tuple(shape), dtype=self.t.float64, device=like.device)
+    def zeros(self, shape, like, dtype: str = "float64"):
+        """Zeros of ``shape`` on like's device (float64 unless ``dtype`` names another)."""
+        return self.t.zeros(tuple(shape), dtype=getattr(self.t, dtype), device=like.device)
 
     def concat(self, arrays, axis=0):
         return self.t.cat(list(arrays), axis)
@@ -332,34 +294,9 @@ class _Torch:
     def moveaxis(self, x, source, destination):
         return x.movedim(source, destination)
 
-    def float64(self, x):
+    def to_float64(self, x):
         """x as a float64 tensor (one already float64 as it is)."""
         return x if x.dtype == self.t.float64 else x.to(self.t.float64)
-
-    def zeros_of(self, shape, like, dtype: str):
-        """Zeros of ``shape`` and the dtype named ``dtype`` on like's device."""
-        return self.t.zeros(tuple(shape), dtype=getattr(self.t, dtype), device=like.device)
-
-    def as_dtype(self, x, dtype: str):
-        return x.to(getattr(self.t, dtype))
-
-    def frexp(self, x):
-        return self.t.frexp(x)
-
-    def sign(self, x):
-        return self.t.sign(x)
-
-    def arange(self, n: int, like):
-        return self.t.arange(n, dtype=self.t.int64, device=like.device)
-
-    def amax(self, x, axis):
-        return x.amax(axis)
-
-    def take0(self, x, index):
-        return self.t.gather(x, 0, index[None])[0]
-
-    def scatter_add0(self, x, index, values):
-        return x.scatter_add_(0, index, values)
 
     # ------------------------------------------------------------ tensors in and out
     def intake(self, x):
