@@ -25,11 +25,11 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import floatfmt as ff  # noqa: E402
-import floatfmt.arith.accumulate  # noqa: E402,F401
+import floatfmt.arith.accumulate_fast  # noqa: E402,F401
 import floatfmt.arith.matrixunit.tensorcore  # noqa: E402,F401
 
 _tc = sys.modules["floatfmt.arith.matrixunit.tensorcore"]
-_ac = sys.modules["floatfmt.arith.accumulate"]
+_ac = sys.modules["floatfmt.arith.accumulate_fast"]
 
 CASES = [  # label, fmt, keyword arguments of ff.matmul, which fast path
     ("bf16 model=h100", "bf16", {"model": "h100"}, "tc"),
@@ -56,14 +56,14 @@ def _general(kind):
                 self.old = _tc.fast_ok
                 _tc.fast_ok = lambda *a: False
             else:
-                self.old = _ac._seq_products_ok
-                _ac._seq_products_ok = lambda *a: False
+                self.old = _ac.seq_products_ok
+                _ac.seq_products_ok = lambda *a: False
 
         def __exit__(self, *exc):
             if kind == "tc":
                 _tc.fast_ok = self.old
             else:
-                _ac._seq_products_ok = self.old
+                _ac.seq_products_ok = self.old
     return _Ctx()
 
 

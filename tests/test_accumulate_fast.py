@@ -1,11 +1,10 @@
-"""The buffered sequential kernel of dot / matmul (``accumulate._seq_products``): against
+"""The buffered sequential kernel of dot / matmul (``accumulate_fast.seq_products``): against
 the step-by-step MPFR reference of tests/test_accumulate.py, with sums that float64 cannot
 hold exactly (operands 80 binades apart), overflow in the middle of a chain, and every
 rounding mode it takes; and bit for bit the generic ``_seq`` path it replaces."""
 
 from __future__ import annotations
 
-import sys
 import zlib
 from fractions import Fraction
 
@@ -13,11 +12,11 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-import floatfmt.arith.accumulate  # noqa: F401
+from floatfmt.arith import accumulate_fast
 from floatfmt.arith import eft
 from tests.test_accumulate import Ref, _ref_dot, _same, _terms
 
-ac = sys.modules["floatfmt.arith.accumulate"]
+ac = accumulate_fast
 MODES = ["nearest_even", "nearest_away", "toward_zero", "up", "odd"]
 
 
@@ -67,7 +66,7 @@ def test_seq_kernel_equals_generic_path(mode, monkeypatch):
     B = np.asarray(_terms("bf16", 64 * 24, rng, 30)).reshape(64, 24)
     fast = ff.matmul(A, B, "bf16", rounding=mode)
     dfast = ff.dot(A[0], B.T[:20], "bf16", rounding=mode)
-    monkeypatch.setattr(ac, "_seq_products_ok", lambda actx: False)
+    monkeypatch.setattr(ac, "seq_products_ok", lambda actx: False)
     slow = ff.matmul(A, B, "bf16", rounding=mode)
     dslow = ff.dot(A[0], B.T[:20], "bf16", rounding=mode)
     assert _same(fast, slow) and _same(dfast, dslow)
@@ -139,7 +138,7 @@ def _edge_matrices(fmt, acc, kind, rng, m=5, k=48, n=6):
 @pytest.mark.parametrize("kind", ["gaps", "rise", "cancel", "tiny", "huge", "nan"])
 @pytest.mark.parametrize("mode", MODES)
 def test_certified_steps_are_exact_and_match_the_generic_path(fmt, acc, kind, mode, monkeypatch):
-    """Every step that ``_ExactSteps`` certifies has a float64 sum acc + t_k with a zero
+    """Every step that ``ExactSteps`` certifies has a float64 sum acc + t_k with a zero
     TwoSum error (the certificate's claim, checked on the real chain), and the kernel with
     its certified steps gives the generic ``_seq`` path's bits, for gaps wide enough that
     some sums are inexact, cancellation to exact zeros, signed zeros, sums below the
@@ -147,7 +146,7 @@ def test_certified_steps_are_exact_and_match_the_generic_path(fmt, acc, kind, mo
     rng = np.random.default_rng(zlib.crc32(f"{fmt} {acc} {kind} {mode}".encode()))
     A, B = _edge_matrices(fmt, acc, kind, rng)
     seen = {"yes": 0, "no": 0}
-    real = ac._ExactSteps.exact
+    real = ac.ExactSteps.exact
 
     def checked(self, k, accv):
         ok = real(self, k, accv)
@@ -161,11 +160,11 @@ def test_certified_steps_are_exact_and_match_the_generic_path(fmt, acc, kind, mo
             assert np.isfinite(s).all() and not e.any(), (k, accv, t)
         return ok
 
-    monkeypatch.setattr(ac._ExactSteps, "exact", checked)
+    monkeypatch.setattr(ac.ExactSteps, "exact", checked)
     with ff.limit_threads(1):  # one tile: the products above are the kernel's
         fast = ff.matmul(A, B, fmt, acc_fmt=acc, rounding=mode)
         dfast = ff.dot(A, B.T[:A.shape[0]], fmt, acc_fmt=acc, rounding=mode)
-    monkeypatch.setattr(ac, "_seq_products_ok", lambda actx: False)
+    monkeypatch.setattr(ac, "seq_products_ok", lambda actx: False)
     slow = ff.matmul(A, B, fmt, acc_fmt=acc, rounding=mode)
     dslow = ff.dot(A, B.T[:A.shape[0]], fmt, acc_fmt=acc, rounding=mode)
     assert _same(fast, slow) and _same(dfast, dslow)
@@ -180,7 +179,7 @@ def test_certificate_is_tight_at_53_bits():
     (fp64-like bound) is simulated with the bounds of a chain whose products are multiples
     of 2**0 and whose accumulator bound reaches 2**52 - 1 and then 2**52."""
     f = ff.get_format("fp32")
-    steps = ac._ExactSteps(f, np.array([0.0, 2.0 ** 52 - 2.0 ** 30, 1.0]), np.zeros(3, np.int64))
+    steps = ac.ExactSteps(f, np.array([0.0, 2.0 ** 52 - 2.0 ** 30, 1.0]), np.zeros(3, np.int64))
     acc = np.array([2.0 ** 30 - 1.0])  # (the bound is carried, acc is not read)
     steps.bound = 2.0 ** 30 - 1.0
     assert steps.exact(1, acc)  # bound + tmax = 2**52 - 1 < 2**53
@@ -190,14 +189,60 @@ def test_certificate_is_tight_at_53_bits():
 
 @pytest.mark.parametrize("acc", ["fp32", "bf16", "fp16", "fp8_e4m3"])
 def test_carried_bound_covers_every_rounding(acc):
-    """The bound ``_ExactSteps`` carries past a step is at least |round(s)| in every mode
+    """The bound ``ExactSteps`` carries past a step is at least |round(s)| in every mode
     for every |s| <= bound + tmax (rounding up the largest sum is the worst case), across
     the accumulator's range, its subnormals included."""
     f = ff.get_format(acc)
     rng = np.random.default_rng(zlib.crc32(acc.encode()))
     lo, hi = np.log2(f.smallest_subnormal) - 2, np.log2(f.max) - 1
     for s in np.exp2(rng.uniform(lo, hi, 300)) * rng.uniform(1, 1.0001, 300):
-        steps = ac._ExactSteps(f, np.array([0.0, s]), np.array([2000, 2000]))  # (q: no limit)
+        steps = ac.ExactSteps(f, np.array([0.0, s]), np.array([2000, 2000]))  # (q: no limit)
         steps.bound = 0.0
         assert steps.exact(1, np.zeros(1))
         assert ff.cast(s, acc, rounding="up") <= steps.bound, (s, steps.bound)
+
+
+# ------------------------------------------------- every fast kernel against the reference
+_ORDERS = ["sequential", "pairwise", "kahan", "blocked", "exact"]
+
+
+@pytest.mark.parametrize("fmt,acc", [("bf16", "fp32"), ("fp16", "fp16"), ("fp8_e4m3", "bf16"),
+                                     ("fp64", "fp64")])
+@pytest.mark.parametrize("mode", ["nearest_even", "toward_zero", "down"])
+def test_fast_kernels_give_the_reference_bits(fmt, acc, mode, monkeypatch):
+    """``accumulate_fast`` (picked by ``accumulate._fast``) against the reference orders of
+    ``accumulate_orders`` run on numpy (``accumulate_fast.reference()``): sum along an axis
+    in thread parts, dot, and matmul (buffered sequential kernel, row parts of the
+    vectorised orders), bit for bit, with specials, signed zeros and wide operands; parts
+    made small so that several run (threads included)."""
+    monkeypatch.setattr(ac, "_SPLIT_ELEMS", 8)
+    monkeypatch.setattr(ac, "_CHUNK_ELEMS", 64)
+    monkeypatch.setattr(ac, "_SEQ_TILE", 8)
+    rng = np.random.default_rng(zlib.crc32(f"fast {fmt} {acc} {mode}".encode()))
+    spread = 30 if ff.info(fmt).max > 1e30 else 6
+    A = np.asarray(_terms(fmt, 9 * 13, rng, spread)).reshape(9, 13)
+    B = np.asarray(_terms(fmt, 13 * 5, rng, spread)).reshape(13, 5)
+    A[0, 2], A[1, :] = -0.0, 0.0
+    A[2, 3], B[4, 1] = np.inf, np.nan
+    v = A.reshape(-1)
+    for order in _ORDERS:
+        def run():
+            return (ff.sum(A, fmt, acc, order, axis=1, rounding=mode),
+                    ff.sum(A, fmt, acc, order, axis=0, rounding=mode),
+                    ff.sum(v, fmt, acc, order, rounding=mode),
+                    ff.dot(A[:5], B.T, fmt, acc, order, rounding=mode),
+                    ff.matmul(A, B, fmt, acc, order, rounding=mode),
+                    ff.matmul(A[None], B, fmt, acc, order, rounding=mode, alpha=0.5, c=A[:, :5]))
+        with ff.limit_threads(2):
+            fast = run()
+        with ac.reference():
+            ref = run()
+        for k, (f, r) in enumerate(zip(fast, ref)):
+            assert _same(f, r), (order, k)
+
+
+def test_reference_switch_restores_the_fast_kernels():
+    assert ac.enabled()
+    with ac.reference():
+        assert not ac.enabled()
+    assert ac.enabled()

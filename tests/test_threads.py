@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import floatfmt as ff
-from floatfmt.arith import accumulate, ops_fast as ops
+from floatfmt.arith import accumulate_fast, ops_fast as ops
 from floatfmt.core import codec, rounding, rounding_fast, threads
 from floatfmt.arith.matrixunit import tensorcore, tensorcore_fast
 from floatfmt.core.rounding import STOCHASTIC
@@ -61,9 +61,9 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(ops, "_FAST_CHUNK", 1 << 11)
     monkeypatch.setattr(ops, "_SUB_CHUNK", 1 << 9)
     monkeypatch.setattr(threads, "PART", 3 << 12)  # a thread takes 3 blocks at once
-    monkeypatch.setattr(accumulate, "_SEQ_TILE", 1 << 7)
-    monkeypatch.setattr(accumulate, "_SPLIT_ELEMS", 1 << 9)
-    monkeypatch.setattr(accumulate, "_CHUNK_ELEMS", 1 << 14)  # matmul rows of vectorised orders
+    monkeypatch.setattr(accumulate_fast, "_SEQ_TILE", 1 << 7)
+    monkeypatch.setattr(accumulate_fast, "_SPLIT_ELEMS", 1 << 9)
+    monkeypatch.setattr(accumulate_fast, "_CHUNK_ELEMS", 1 << 14)  # matmul rows of vectorised orders
     monkeypatch.setattr(tensorcore_fast, "_TILE_TERMS", 1 << 11)
     monkeypatch.setattr(tensorcore, "_ROWS_ELEMS", 1 << 12)
 

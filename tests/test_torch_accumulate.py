@@ -1,5 +1,5 @@
 """``sum`` in every order, and ``dot`` / ``matmul`` without a tensor-core model, on the
-device (``floatfmt.arith.accumulate_device``; issue 11 items 1 and 7): forced on CPU tensors
+device (``floatfmt.arith.accumulate``, written once over the namespace; issue 11 items 1 and 7): forced on CPU tensors
 (``force_namespace``, the code CUDA runs) they equal the numpy kernels element for
 element (NaN by class, the sign of zero counted) for every format x every
 deterministic mode x every order, on data with signed zeros, Inf, NaN, subnormals of
@@ -162,11 +162,6 @@ def test_device_exact_sum_long_carries_and_wide_ranges():
         frac = abs(s - Fraction(tj)) / ulp
         assert 0 < frac < 1 and abs(s) > abs(Fraction(tj))
         assert cj == (1 if frac < Fraction(1, 2) else 2 if frac == Fraction(1, 2) else 3)
-
-
-def test_device_orders_match_the_numpy_list():
-    from floatfmt.arith.accumulate_device import DEVICE_ORDERS
-    assert DEVICE_ORDERS == ORDERS
 
 
 def test_device_accumulation_refuses_what_it_lacks():

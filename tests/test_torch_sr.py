@@ -1,4 +1,4 @@
-"""Stochastic rounding in the device arithmetic (``ops``' rules over the namespace, ``accumulate_device``;
+"""Stochastic rounding in the device arithmetic (``ops``' rules over the namespace, ``accumulate`` on tensors;
 issue 11 item 3), forced on CPU tensors (``force_namespace``, the code CUDA runs).
 
 numpy's SR draws from a numpy Generator and the device's from a ``torch.Generator``:

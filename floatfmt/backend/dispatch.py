@@ -27,7 +27,7 @@ The rule, and why:
   every format, fp64 and wide custom ones included, every rounding mode,
   stochastic ones included), ``sum`` in
   every order and ``dot`` / ``matmul`` without a model in every order
-  (``floatfmt.arith.accumulate_device``), ``matmul`` / ``dot`` with a tensor-core
+  (``floatfmt.arith.accumulate``, one body for both: ``portable``), ``matmul`` / ``dot`` with a tensor-core
   ``model`` (every preset, NVIDIA and AMD, the epilogue included), ``mma`` and
   ``block_scaled_mma`` (``floatfmt.arith.matrixunit``: ``tensorcore``, ``tfdpa``, ``fdpa``,
   ``gemm``, one body over the namespace for numpy arrays and tensors, ``portable``),

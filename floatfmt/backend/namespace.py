@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_tensor", "namespace", "NUMPY"]
+__all__ = ["is_tensor", "namespace", "namespace_of", "NUMPY"]
 
 
 def is_tensor(x) -> bool:
@@ -188,8 +188,8 @@ class _Numpy:
         return np.broadcast_arrays(*xs)
 
     @staticmethod
-    def stack(xs):
-        return np.stack(xs)
+    def stack(xs, axis=0):
+        return np.stack(xs, axis)
 
     @staticmethod
     def toint(x):
@@ -241,6 +241,16 @@ class _Numpy:
     @staticmethod
     def cumsum0(x):
         return np.cumsum(x, 0)
+
+    # twins-acc: what the accumulation orders (``floatfmt.arith.accumulate``) need
+    @staticmethod
+    def broadcast_shapes(*shapes) -> tuple:
+        return tuple(np.broadcast_shapes(*shapes))
+
+    @staticmethod
+    def to_float64(x):
+        """x as a float64 array (numpy: ``np.asarray``)."""
+        return np.asarray(x, np.float64)
 
 
 
@@ -470,8 +480,8 @@ class _Torch:
     def broadcast(self, *xs):
         return self.t.broadcast_tensors(*xs)
 
-    def stack(self, xs):
-        return self.t.stack(list(xs))
+    def stack(self, xs, axis=0):
+        return self.t.stack(list(xs), axis)
 
     def toint(self, x):
         return x.to(self.t.int64)
@@ -509,6 +519,14 @@ class _Torch:
     @staticmethod
     def cumsum0(x):
         return x.cumsum(0)
+
+    # twins-acc: what the accumulation orders (``floatfmt.arith.accumulate``) need
+    def broadcast_shapes(self, *shapes) -> tuple:
+        return tuple(self.t.broadcast_shapes(*shapes))
+
+    def to_float64(self, x):
+        """x as a float64 tensor (one already float64 as it is)."""
+        return x if x.dtype == self.t.float64 else x.to(self.t.float64)
 
 
     # ------------------------------------------------------------ tensors in and out
@@ -613,4 +631,12 @@ def namespace(x):
         if _TORCH is None:
             _TORCH = _Torch(sys.modules["torch"])
         return _TORCH
+    return NUMPY
+
+
+def namespace_of(*xs):
+    """The namespace of the first tensor among ``xs`` (numpy when there is none; twins-acc)."""
+    for x in xs:
+        if is_tensor(x):
+            return namespace(x)
     return NUMPY
