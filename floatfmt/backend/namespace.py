@@ -103,6 +103,51 @@ class _Numpy:
         return rng.integers(0, n, size=like.shape).astype(np.float64)
 
 
+    # twins-scaling: array plumbing of the quantisation rules (written once over xp)
+    @staticmethod
+    def asfloat(a, like=None):
+        """a (an array, a number or a list) as a float64 array (no copy when it is one)."""
+        return np.asarray(a, np.float64)
+
+    @staticmethod
+    def astype(x, dtype):
+        return x.astype(dtype, copy=False)
+
+    @staticmethod
+    def dtype_of(dtype):
+        return np.dtype(dtype)
+
+    @staticmethod
+    def repeat(a, n: int, axis: int):
+        return np.repeat(a, n, axis=axis)
+
+    @staticmethod
+    def narrow(a, axis: int, n: int):
+        """The first n entries of a along ``axis`` (a view)."""
+        return a[(slice(None),) * axis + (slice(0, n),)]
+
+    @staticmethod
+    def moveaxis(a, src: int, dst: int):
+        return np.moveaxis(a, src, dst)
+
+    @staticmethod
+    def zeros(shape, like):
+        """Zeros of ``like``'s dtype."""
+        return np.zeros(shape, like.dtype)
+
+    @staticmethod
+    def concat(arrays, axis: int):
+        return np.concatenate(arrays, axis=axis)
+
+    @staticmethod
+    def contiguous(a):
+        return np.ascontiguousarray(a)
+
+    @staticmethod
+    def size(a) -> int:
+        return int(a.size)
+
+
 NUMPY = _Numpy()
 
 
@@ -312,6 +357,37 @@ class _Torch:
         return self._ste.apply(x, value, mask)
 
     _ste = None
+
+
+    # twins-scaling: array plumbing of the quantisation rules (written once over xp)
+    def asfloat(self, a, like=None):
+        """a (a tensor, a number or a list) as a float64 tensor on ``like``'s device."""
+        t = self.t
+        if isinstance(a, t.Tensor):
+            return a.to(t.float64)
+        return t.as_tensor(a, dtype=t.float64, device=None if like is None else like.device)
+
+    def repeat(self, a, n: int, axis: int):
+        return a.repeat_interleave(n, dim=axis)
+
+    def narrow(self, a, axis: int, n: int):
+        return a.narrow(axis, 0, n)
+
+    def moveaxis(self, a, src: int, dst: int):
+        return a.movedim(src, dst)
+
+    def zeros(self, shape, like):
+        return self.t.zeros(tuple(shape), dtype=like.dtype, device=like.device)
+
+    def concat(self, arrays, axis: int):
+        return self.t.cat(list(arrays), dim=axis)
+
+    def contiguous(self, a):
+        return a.contiguous()
+
+    @staticmethod
+    def size(a) -> int:
+        return int(a.numel())
 
 
 def _make_ste(torch):

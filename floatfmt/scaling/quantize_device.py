@@ -60,7 +60,7 @@ from ..arith.eft_device import exact_sum
 from .tiles import tiled_layout
 from ..arith.ops_device import wide_quotient
 from .quantized_tensor import QuantizedTensor, choose, normalize_axis, width
-from .quantized_tensor_device import expand_tiles
+from .quantized_tensor import tile_expand as expand_tiles
 from ..core.rounding import STOCHASTIC, round_values
 from .scales import MSE_GRID, WIDE_INT, check_zero_point, code_range, reduce_axes
 
