@@ -2,7 +2,7 @@
 numpy path bit for bit.
 
 The device path (CUDA; here CPU tensors under ``force_namespace``) quantises with
-``quantize_device``, multiplies with ``tensorcore_device.device_block_scaled_mma`` and
+``quantize_schemes``, multiplies with ``tensorcore_device.device_block_scaled_mma`` and
 applies NVFP4's tensor scales with ``ops_device.device_mul``; the numpy path is the
 reference.  Every block-scaled preset (both B200 kinds, each block format) is run on
 operands holding the edge values of the class: zeros, all-zero blocks, values past the

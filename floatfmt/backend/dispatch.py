@@ -30,8 +30,8 @@ The rule, and why:
   ``model`` (every preset, NVIDIA and AMD, the epilogue included), ``mma`` and
   ``block_scaled_mma`` (``floatfmt.arith.matrixunit.tensorcore_device``, ``floatfmt.arith.matrixunit.fdpa_device``),
   and ``quantize`` / ``fake_quant`` / ``QuantizedTensor.dequantize`` / ``.codes`` /
-  ``.limits`` for every scheme (``floatfmt.scaling.quantize_device``,
-  ``floatfmt.scaling.quantized_tensor_device``; stochastic rounding too, inexact quotients
+  ``.limits`` for every scheme (written once over the namespace: ``floatfmt.scaling.quantize_schemes``,
+  ``floatfmt.scaling.quantized_tensor``; stochastic rounding too, inexact quotients
   x / scale carrying their exact remainder), and ``block_scaled_matmul`` /
   ``recipe_matmul`` (``floatfmt.training.recipes``: their steps through those entries).
   Functions, formats or options without device code (none of those listed above;

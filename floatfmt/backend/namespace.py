@@ -147,6 +147,58 @@ class _Numpy:
     def size(a) -> int:
         return int(a.size)
 
+    @staticmethod
+    def broadcast(a, b):
+        return np.broadcast_arrays(a, b)
+
+    @staticmethod
+    def amax(a, axis=None, keepdims: bool = False):
+        return np.amax(a, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def amin(a, axis=None, keepdims: bool = False):
+        return np.amin(a, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def sort(a, axis: int = -1):
+        return np.sort(a, axis=axis, kind="stable")
+
+    @staticmethod
+    def all(mask) -> bool:
+        return bool(np.all(mask))
+
+    @staticmethod
+    def asint(a, like=None):
+        """a as an int64 array."""
+        return np.asarray(a).astype(np.int64, copy=False)
+
+    @staticmethod
+    def dtype_kind(a) -> str:
+        """numpy's kind letter of a's dtype: 'f', 'i', 'u', 'b' or 'c'."""
+        return a.dtype.kind
+
+    @staticmethod
+    def minmax(a):
+        return int(a.min()), int(a.max())
+
+    @staticmethod
+    def intake(x):
+        """(float64 values of x, x's float dtype or None), exact: float16/32/64 arrays
+        widen, bool and integer ones up to 2**53 in magnitude; else TypeError."""
+        a = np.asarray(x)
+        if a.dtype.kind == "f" and a.dtype.itemsize in (2, 4, 8):
+            return a.astype(np.float64), a.dtype
+        if a.dtype.kind in "biu":
+            if a.dtype.kind != "b" and a.size and (int(a.max()) > 2 ** 53 or int(a.min()) < -2 ** 53):
+                raise ValueError("integer values past 2**53 are not held exactly by float64")
+            return a.astype(np.float64), None
+        raise TypeError(f"unsupported array dtype {a.dtype} for the namespace intake")
+
+    @staticmethod
+    def generator(rng, x):
+        """A ``numpy.random.Generator`` (given, from an int seed, or fresh for None)."""
+        return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
 
 NUMPY = _Numpy()
 
@@ -388,6 +440,45 @@ class _Torch:
     @staticmethod
     def size(a) -> int:
         return int(a.numel())
+
+    def broadcast(self, a, b):
+        return self.t.broadcast_tensors(a, b)
+
+    def amax(self, a, axis=None, keepdims: bool = False):
+        if axis is None:
+            r = a.amax()
+            return r.reshape((1,) * a.ndim) if keepdims else r
+        return self.t.amax(a, dim=axis, keepdim=keepdims)
+
+    def amin(self, a, axis=None, keepdims: bool = False):
+        if axis is None:
+            r = a.amin()
+            return r.reshape((1,) * a.ndim) if keepdims else r
+        return self.t.amin(a, dim=axis, keepdim=keepdims)
+
+    def sort(self, a, axis: int = -1):
+        return self.t.sort(a, dim=axis, stable=True).values
+
+    def all(self, mask) -> bool:
+        return bool(mask.all())
+
+    def asint(self, a, like=None):
+        t = self.t
+        if isinstance(a, t.Tensor):
+            return a.to(t.int64)
+        return t.as_tensor(np.asarray(a).astype(np.int64), device=None if like is None
+                           else like.device)
+
+    def dtype_kind(self, a) -> str:
+        t = self.t
+        if a.is_complex():
+            return "c"
+        if a.is_floating_point():
+            return "f"
+        if a.dtype == t.bool:
+            return "b"
+        return "u" if a.dtype in (t.uint8, getattr(t, "uint16", None), getattr(t, "uint32", None),
+                                  getattr(t, "uint64", None)) else "i"
 
 
 def _make_ste(torch):
