@@ -407,7 +407,9 @@ def _block_dequantize(q: QuantizedTensor):
     axis = q.axis
     assert axis is not None  # block-scaled tensors always have their axis
     xp = namespace(q.elements)
-    rows, meta = split_blocks(xp.asfloat(q.elements), axis, q.block_size)
+    # the elements as they are (float32 for MX of float32 data): rows times the float64
+    # per-block scales (a 2-D by 1-D product, float64 on numpy and torch alike) is exact
+    rows, meta = split_blocks(q.elements, axis, q.block_size)
     s = xp.moveaxis(xp.asfloat(q.scale, rows), axis, -1).reshape(-1)
     if q.tensor_scale is not None:
         s = s * q.tensor_scale  # e4m3 * fp32: exact in float64
