@@ -200,7 +200,7 @@ def matmul_table(a) -> None:
     k_step = c.kernels / calls
     sync_step = c.syncs / calls
     traffic_per_product = (c.read + c.written) / (calls * min(1 << 20, products))
-    # 4096^3 on CUDA: tensorcore_device.tile_terms = 2**26 products per step call
+    # 4096^3 on CUDA: gemm.tile_terms = 2**26 products per step call
     n = 4096
     tile = 1 << 26
     calls_gpu = (n // 16) * (n * n * 16 // tile)

@@ -2,7 +2,7 @@
 numpy path bit for bit.
 
 The device path (CUDA; here CPU tensors under ``force_namespace``) quantises with
-``quantize_device``, multiplies with ``tensorcore.block_scaled_mma`` (on the tensors) and
+``quantize_schemes``, multiplies with ``tensorcore.block_scaled_mma`` (on the tensors) and
 applies NVFP4's tensor scales with ``ops.mul_rule``; the numpy path is the
 reference.  Every block-scaled preset (both B200 kinds, each block format) is run on
 operands holding the edge values of the class: zeros, all-zero blocks, values past the

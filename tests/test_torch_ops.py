@@ -363,7 +363,7 @@ def test_device_quotient_and_root_remainders_equal_eft():
 
 @pytest.mark.parametrize("order", ["sequential", "pairwise"])
 def test_device_sum_equals_numpy(order):
-    """sum on the device (accumulate_device.device_sum), forced on CPU tensors: every axis,
+    """sum on the device (``accumulate.sum`` on the tensors), forced on CPU tensors: every axis,
     accumulator and output formats, directed modes (zero signs of cancellations), the
     fp16 stagnation of 0.0001 at 0.25."""
     x = data((37, 6), 20, spread=10, specials=False)

@@ -1,6 +1,6 @@
 """quantize / dequantize / fake_quant on the device path (issue 11 items 1, 4 and 7).
 
-The namespace code (``floatfmt.scaling.quantize_device``, ``floatfmt.scaling.quantized_tensor_device``: what
+The namespace code (``floatfmt.scaling.quantize_schemes``, ``floatfmt.scaling.quantized_tensor``: what
 CUDA tensors run) is run on CPU tensors under ``force_namespace`` and compared with
 the numpy path (the default for CPU tensors) element for element, NaN by class and
 the sign of zero counted: every scheme (integers symmetric / asymmetric per tensor,
@@ -255,7 +255,7 @@ def test_exact_quotient_against_fractions():
     lies, for numerators across float64 (subnormals included) and scales across fp32
     and float64: quotients of every magnitude, subnormal ones (truncated to 2**-1074),
     ones below 2**-1074 (a signed zero) and past the float64 range (+-Inf, class 3)."""
-    from floatfmt.scaling.quantize_device import exact_quotient
+    from floatfmt.scaling.quantize_schemes import exact_quotient
     rng = np.random.default_rng(11)
     n = 4000
     v = rng.standard_normal(n) * np.exp2(rng.integers(-1074, 1000, n).astype(float))
@@ -282,7 +282,7 @@ def test_percentile_equals_numpy():
     compare without their sign: which of -0 and +0 a sort puts first is not defined,
     and quantize never sees the sign of a zero range (|x| is taken, or the range is
     clamped to include 0)."""
-    from floatfmt.scaling.quantize_device import _percentile
+    from floatfmt.scaling.quantize_schemes import _percentile
     rng = np.random.default_rng(5)
     bad = 0
     for n in (1, 2, 3, 10, 97, 1000):

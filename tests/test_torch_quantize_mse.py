@@ -13,7 +13,7 @@ rounded once to float64; the first candidate with the smallest score wins.
   picks another candidate: the test asserts that it does, so the inputs stay
   adversarial.
 * exact_sums against Fraction sums rounded by MPFR, and independent of the order.
-* The device code (floatfmt.scaling.quantize_device) on CPU tensors under
+* The device code (floatfmt.scaling.quantize_schemes) on CPU tensors under
   force_namespace against the numpy path, element for element (quantize and
   fake_quant, scales and zero points), for every deterministic mode x int8 / uint8 /
   int4 / fp8_e4m3 / fp8_e5m2 / fp4_e2m1 / fp6 x per tensor / per channel x symmetric /

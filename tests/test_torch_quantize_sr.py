@@ -1,5 +1,5 @@
 """Stochastic rounding of inexact quotients x / scale in the device ``quantize`` /
-``fake_quant`` (``floatfmt.scaling.quantize_device``, run on CPU tensors under
+``fake_quant`` (``floatfmt.scaling.quantize_schemes``, run on CPU tensors under
 ``force_namespace``: the code CUDA runs).
 
 numpy's SR draws from a numpy Generator and the device's from a ``torch.Generator``,
@@ -42,7 +42,7 @@ def spread(n: int, seed: int, lo: int, hi: int) -> np.ndarray:
 def test_device_quotient_remainders_equal_eft():
     """``exact_quotient(..., fine=True)`` against ``eft.exact_quotient(..., fine=True)``:
     quotients across the float64 range, subnormal ones, ones past the range, specials."""
-    from floatfmt.scaling.quantize_device import exact_quotient
+    from floatfmt.scaling.quantize_schemes import exact_quotient
     n = 20000
     v = spread(n, 1, -1000, 1000)
     s = np.abs(spread(n, 2, -126, 127)).astype(np.float32).astype(np.float64)  # fp32 scales

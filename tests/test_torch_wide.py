@@ -13,7 +13,7 @@ A. ``ff.sqrt`` under stochastic rounding (``residuals.wide_root`` with ``fine``)
    random numbers (the torch draws replayed into ``round_values(sr_random=)``, as
    tests/test_torch_sr.py does), and the frequency law holds.
 B. ``ff.quantize`` / ``fake_quant`` of float elements reaching past 2**+-990 with scales
-   that are not powers of two (``quantize_device.exact_quotient`` through
+   that are not powers of two (``quantize_schemes.exact_quotient`` through
    ``residuals.wide_quotient``): quotients subnormal, near the top of the range and past
    float64's range; device = numpy element for element, and both = the exact
    ``Fraction(x) / Fraction(scale)`` rounded once by the MPFR oracle.

@@ -32,8 +32,8 @@ The rule, and why:
   ``block_scaled_mma`` (``floatfmt.arith.matrixunit``: ``tensorcore``, ``tfdpa``, ``fdpa``,
   ``gemm``, one body over the namespace for numpy arrays and tensors, ``portable``),
   and ``quantize`` / ``fake_quant`` / ``QuantizedTensor.dequantize`` / ``.codes`` /
-  ``.limits`` for every scheme (``floatfmt.scaling.quantize_device``,
-  ``floatfmt.scaling.quantized_tensor_device``; stochastic rounding too, inexact quotients
+  ``.limits`` for every scheme (written once over the namespace: ``floatfmt.scaling.quantize_schemes``,
+  ``floatfmt.scaling.quantized_tensor``; stochastic rounding too, inexact quotients
   x / scale carrying their exact remainder), and ``block_scaled_matmul`` /
   ``recipe_matmul`` (``floatfmt.training.recipes``: their steps through those entries).
   Functions, formats or options without device code (none of those listed above;
@@ -343,7 +343,7 @@ def tensor_method(obj: Any, name: str, *args: Any,
     applied to the float64 result.  Other devices (or CPU under ``force_namespace``)
     call ``device_impl(obj, *args)``, or with ``portable`` the method's body
     ``obj._name(*args)`` (written over the array namespace, the same body the numpy
-    method runs) on the tensors; else raise NotImplementedError.  The
+    method runs; a private ``name`` is that body itself) on the tensors; else raise NotImplementedError.  The
     result carries the straight-through gradient of the tensor ``obj`` was made from
     (``STE_SOURCE``), when that one requires grad."""
     if compiling():
@@ -353,7 +353,8 @@ def tensor_method(obj: Any, name: str, *args: Any,
     cls = type(obj).__name__
     if not host_kernels_device(device):
         if portable:
-            r = getattr(obj, "_" + name)(*args)
+            # twins-scaling: a private name (``_codes_of``) is the portable body itself
+            r = getattr(obj, name if name.startswith("_") else "_" + name)(*args)
         elif device_impl is None:
             raise _no_device_code(f"{cls}.{name}", device)
         else:

@@ -54,21 +54,18 @@ from typing import Any
 
 import numpy as np
 
-from ..core.formats import Format, FormatLike
+from ..core.formats import FormatLike
 from ..core.types import Overflow, RngLike, Values
 
 from ..backend.namespace import is_tensor, namespace
 from ..backend.dispatch import tensor_entry
-from .mx_nvfp4 import SCALE_ROUNDINGS, mx_quantize, nvfp4_quantize
-from ..core.intake import to_exact
-from .tiles import quantize_tiled, tiled_request
-from .quantize_device import device_quantize
-from .quantized_tensor import QuantizedTensor, choose, intake, normalize_axis, resolve_kind, width
-from ..core.rounding import make_rng, resolve_mode
-from .scale_convention import check_convention, library_elements, library_scale
-from .scales import (CALIBRATIONS, calibrated_range, channel_layout, check_zero_point, code_range,
-                          fp32_scale, given_scale, int_scale_params, mse_range, reduce_axes,
-                          round_float_quotients, round_int_quotients, unit_scale_where_infinite)
+from .tiles import tiled_request
+from .quantize_schemes import quantize_array
+from .quantize_schemes_fast import quantize_fast
+from .quantized_tensor import QuantizedTensor, choose, resolve_kind
+from ..core.rounding import resolve_mode
+from .scale_convention import check_convention
+from .scales import CALIBRATIONS
 
 __all__ = ["quantize", "fake_quant", "CALIBRATIONS"]
 
@@ -76,19 +73,8 @@ _SCHEMES = ("symmetric", "asymmetric")
 _GRANULARITIES = ("tensor", "channel", "group", "block")
 
 
-def _device_quantize(*args: Any, **kwargs: Any) -> QuantizedTensor:
-    """``quantize`` of a tensor the numpy kernels do not compute (``floatfmt.backend.dispatch``)."""
-    o = inspect.signature(quantize).bind(*args, **kwargs)
-    o.apply_defaults()
-    opts = dict(o.arguments)
-    x, fmt = opts.pop("x"), opts.pop("fmt")
-    _check_ste(opts.pop("ste"))
-    _host_only_convention(opts, x, "quantize")
-    return device_quantize(x, plan_quantize(fmt, opts), False, "quantize")
-
-
 # size: the docstring states every scheme's rule (most of the lines); the body hands them on
-@tensor_entry("quantize", ("x", "scale", "zero_point"), device_impl=_device_quantize, ste=True)
+@tensor_entry("quantize", ("x", "scale", "zero_point"), portable=True, ste=True)
 def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
              granularity: str = "tensor", axis: int | None = None, calibration: str = "max",
              percentile: float = 99.99, rounding: str = "nearest_even", scale: Any = None,
@@ -168,7 +154,7 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
     ([[64, -127, 95, 127, 127]], (1, 3))
     """
     _check_ste(ste)
-    return _quantize(x, fmt, False, dict(
+    return _run(x, fmt, False, "quantize", dict(
         scheme=scheme, granularity=granularity, axis=axis, calibration=calibration,
         percentile=percentile, rounding=rounding, scale=scale, zero_point=zero_point,
         margin=margin, pow2_scale=pow2_scale, narrow_range=narrow_range,
@@ -176,7 +162,6 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
         group_size=group_size, block=block, scale_convention=scale_convention))
 
 
-_RAW_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 #: The options each kind of format takes besides ``axis``, ``rounding`` and ``rng`` (which
 #: every kind takes).  Any other option given a value other than its default raises
@@ -225,7 +210,8 @@ def check_options(kind: str, name: str, options: dict) -> None:
 @dataclass(frozen=True)
 class QuantPlan:
     """The resolved options of one ``quantize`` / ``fake_quant`` call, before any data is
-    read (shared by the numpy path and the device code, ``floatfmt.scaling.quantize_device``).
+    read (shared by the numpy kernels, ``floatfmt.scaling.quantize_schemes_fast``, and the
+    reference over the array namespace, ``floatfmt.scaling.quantize_schemes``).
 
     ``kind`` (``"int"``, ``"float"``, ``"mx"``, ``"nvfp4"``), ``f`` (the element ``Format``,
     or the block format's name), ``tiled`` (group / 2-D block), ``mode`` (canonical
@@ -267,171 +253,6 @@ def plan_quantize(fmt: FormatLike, options: dict) -> QuantPlan:
                      symmetric if o["narrow_range"] is None else o["narrow_range"], int(margin))
 
 
-def _quantize(x, fmt, fake: bool, options: dict):
-    """quantize (``fake``: fake_quant) with every option of ``quantize`` in ``options``:
-    resolve the kind, reject options that do not apply, dispatch to the kind's scheme."""
-    p = plan_quantize(fmt, options)
-    kind, f, o, mode = p.kind, p.f, options, p.mode
-    rng = make_rng(o["rng"]) if mode == "stochastic" else o["rng"]
-    if kind == "mx":
-        return _mx(x, f, fake, o["axis"], o["scale_rounding"], mode, rng)
-    if kind == "nvfp4":
-        v, frac, narrow, _ = intake(x)
-        ax = normalize_axis(-1 if o["axis"] is None else o["axis"], v.ndim, "NVFP4 quantisation")
-        q = nvfp4_quantize(v, frac, narrow, ax, mode, rng, o["tensor_scale"])
-        return q.dequantize() if fake else q
-    if (fake and kind == "int" and isinstance(x, np.ndarray) and x.dtype == np.float32
-            and (o["calibration"] == "max" or (o["scale"] is not None and not isinstance(o["scale"], str)))):
-        v, frac, narrow, sticky, class_only = x, None, True, None, None  # no float64 copy
-    else:
-        v, frac, narrow, ex = intake(x)
-        sticky = ex.resid if mode == "stochastic" else ex.sticky
-        class_only = ex.sticky  # the remainder class alone (what group / block scaling takes)
-    granularity, symmetric, margin = p.granularity, p.symmetric, p.margin
-    if p.tiled:
-        q = quantize_tiled(v, frac, None if kind == "int" else class_only, narrow, f, granularity,
-                           o["group_size"], o["block"], o["axis"], symmetric, p.calibration,
-                           o["scale"], o["zero_point"], margin, o["pow2_scale"], p.narrow_range,
-                           mode, o["overflow"], rng)
-        return q.dequantize() if fake else q
-    ax = None
-    if granularity == "channel":
-        ax = normalize_axis(0 if o["axis"] is None else o["axis"], v.ndim, "per-channel quantisation")
-    rule = _ScaleRule(granularity, ax, p.calibration, o["percentile"], margin, bool(o["pow2_scale"]))
-    if kind == "int":
-        return _int(v, frac, narrow, f, fake, rule, p.scheme, o["scale"], o["zero_point"],
-                    p.narrow_range, mode, rng)
-    if not symmetric:
-        raise ValueError("float formats are quantised symmetrically (scheme='symmetric')")
-    convention = check_convention(o["scale_convention"])
-    if convention != "exact":
-        if p.tiled:
-            raise ValueError("scale_convention applies to per-tensor and per-channel scaling")
-        q = _library_float(v, narrow, f, rule, o["scale"], convention, mode, rng)
-    else:
-        q = _float(v, frac, sticky, narrow, f, rule, o["scale"], o["overflow"], mode, rng)
-    return q.dequantize() if fake else q
-
-
-def _library_float(v, narrow, f: Format, rule: "_ScaleRule", scale, convention, mode, rng):
-    """Float formats by Transformer Engine's / torchao's convention (``floatfmt.scaling.scale_convention``):
-    ``s`` from amax (or given), elements ``round(fp32(x * s))``, scale ``fp32(1 / s)``."""
-    if scale is None or isinstance(scale, str):
-        if scale not in (None, "amax"):
-            raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
-        _, hi = rule.range(v, f, True, True, narrow, mode, rng)
-        s = library_scale(hi, f, convention, rule.margin, rule.pow2)
-    else:
-        s = np.asarray(given_scale(scale, "scale", v, rule.axis), np.float64).astype(np.float32)
-    e = library_elements(v, s, f, mode, rng)
-    with np.errstate(all="ignore"):
-        inv = (np.float32(1.0) / s).astype(np.float64)
-    sc = float(inv) if inv.ndim == 0 else inv
-    return QuantizedTensor(e, sc, 0, f.name, f, rule.granularity, rule.axis, scheme="symmetric")
-
-
-def _mx(x, name, fake, axis, scale_rounding, mode, rng):
-    """OCP MX: float16/32/64 arrays go to the blocks as they are (converted chunk by chunk)."""
-    sr = choose("scale_rounding", scale_rounding, SCALE_ROUNDINGS)
-    if isinstance(x, np.ndarray) and x.dtype in _RAW_FLOATS:
-        v, st = x, None
-    else:
-        ex = to_exact(x)
-        v, st = ex.values, (ex.resid if mode == "stochastic" else ex.sticky)
-    ax = normalize_axis(-1 if axis is None else axis, v.ndim, "MX quantisation")
-    return mx_quantize(v, st, name, ax, sr, mode, rng, fake=fake)
-
-
-@dataclass(frozen=True)
-class _ScaleRule:
-    """How a per-tensor or per-channel scale is calibrated (integer and float formats)."""
-
-    granularity: str
-    axis: int | None
-    calibration: str
-    percentile: float
-    margin: int
-    pow2: bool
-
-    def range(self, v, f: Format, symmetric, narrow_range, narrow, mode, rng):
-        """(lo, hi) of ``v`` by the calibration (float64, keepdims layout per channel)."""
-        if self.calibration == "mse":
-            return mse_range(v, f, self.granularity, self.axis, symmetric, narrow_range,
-                             self.pow2, narrow, mode, rng)
-        lo, hi = calibrated_range(v, self.granularity, self.axis, self.calibration,
-                                  self.percentile, symmetric)
-        return lo, hi
-
-
-def _int(v, frac, narrow, f: Format, fake, rule: _ScaleRule, scheme, scale, zero_point,
-         narrow_range, mode, rng):
-    """Integer formats per tensor or per channel: a given or calibrated scale, then one
-    rounding of ``x / scale`` plus the zero point, clamped to the code range."""
-    symmetric = scheme == "symmetric"
-    if scale is not None and not isinstance(scale, str):
-        sc, zp, qmin, qmax = _given_int_params(v, f, rule.axis, scale, zero_point, symmetric,
-                                               narrow_range)
-        if rule.pow2:  # pow2_scale applies to a given scale too
-            sc = fp32_scale(sc, True)
-    else:
-        if scale is not None and scale != "amax":
-            raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
-        lo, hi = rule.range(v, f, symmetric, narrow_range, narrow, mode, rng)
-        if rule.calibration != "mse" and v.dtype != np.float64:  # float32 extremes, exact in float64
-            lo, hi = lo.astype(np.float64), hi.astype(np.float64)
-        sc, zp, qmin, qmax = int_scale_params(lo, hi, f, symmetric, narrow_range, rule.pow2)
-        if rule.margin:
-            sc = fp32_scale(np.asarray(sc) * 2.0 ** rule.margin, rule.pow2)
-    if fake and frac is None and mode != "stochastic" and v.ndim and v.size:
-        return _fake_int(v, narrow, sc, zp, qmin, qmax, mode)
-    n = round_int_quotients(v, frac, narrow, sc, zp, qmin, qmax, mode, rng)
-    if fake:
-        return QuantizedTensor(n, sc, zp, f.name, f).dequantize()
-    zp_out = int(zp) if np.ndim(zp) == 0 else zp
-    return QuantizedTensor(n, sc, zp_out, f.name, f, rule.granularity, rule.axis, None, None, None,
-                           qmin, qmax, scheme)
-
-
-def _given_int_params(v, f: Format, ax, scale, zero_point, symmetric, narrow_range):
-    """(scale, zero point, qmin, qmax) of a given scale: zero point as given (default 0, or
-    2**(bits-1) for a symmetric unsigned format); codes span the format's range
-    (-127..127 for a signed symmetric scheme with narrow_range, as without a given scale)."""
-    bits = width(f)
-    sc = given_scale(scale, "scale", v, ax)
-    default_zp = 0 if (f.signed or not symmetric) else 1 << (bits - 1)
-    zp = np.asarray(default_zp if zero_point is None else zero_point)
-    if zp.dtype.kind not in "iu":
-        raise TypeError("zero_point must be an integer or an integer array")
-    if zero_point is not None and zp.size:
-        check_zero_point(int(zp.min()), int(zp.max()), f)
-    zp = channel_layout(zp.astype(np.int64), v, ax)
-    qmin, qmax = code_range(f)
-    if f.signed and symmetric and narrow_range and zero_point is None:
-        qmin += 1
-    return sc, zp, qmin, qmax
-
-
-def _float(v, frac, sticky, narrow, f: Format, rule: _ScaleRule, scale, overflow, mode, rng):
-    """Float formats per tensor or per channel: ``round(x / scale)`` in the format, the
-    scale given or ``amax * 2**margin / max`` (default for formats of at most 8 bits)."""
-    if scale is None:
-        scale = "amax" if width(f) <= 8 else 1.0
-    if isinstance(scale, str):
-        if scale != "amax":
-            raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
-        _, hi = rule.range(v, f, True, True, narrow, mode, rng)
-        sc = fp32_scale(hi * 2.0 ** rule.margin / f.max, rule.pow2)
-        if rule.calibration == "max" and v.size:  # an infinite amax: scale 1 (Transformer Engine)
-            red = reduce_axes(v.ndim, rule.axis, rule.granularity)
-            sc = unit_scale_where_infinite(sc, np.isinf(v).any(axis=red, keepdims=rule.granularity == "channel"))
-    else:
-        sc = given_scale(scale, "scale", v, rule.axis)
-        if rule.pow2:
-            sc = fp32_scale(sc, True)
-    r = round_float_quotients(v, frac, sticky, narrow, sc, f, mode, overflow, rng)
-    return QuantizedTensor(r, sc, 0, f.name, f, rule.granularity, rule.axis, scheme="symmetric")
-
-
 _QUANTIZE_DEFAULTS = {k: v.default for k, v in inspect.signature(quantize).parameters.items()
                       if v.kind is v.KEYWORD_ONLY}
 
@@ -451,28 +272,46 @@ def _check_ste(ste: Any) -> None:
         raise ValueError(f"unknown ste {ste!r}. Valid: 'identity' (the default), 'clipped'")
 
 
-def _device_fake_quant(x: Any, fmt: FormatLike = "int8", **options: Any) -> Any:
-    """``fake_quant`` of a tensor the numpy kernels do not compute (``floatfmt.backend.dispatch``)."""
-    opts = _options(options)
-    _host_only_convention(opts, x, "fake_quant")
-    return device_quantize(x, plan_quantize(fmt, opts), True, "fake_quant")
+STRATEGIES = ("fast", "reference")
+
+
+def _run(x, fmt, fake: bool, name: str, options: dict, strategy: str | None = None):
+    """``quantize`` (``fake``: ``fake_quant``) with every option of ``quantize`` in
+    ``options``: the plan (options checked once), then the one choice of implementation.
+    ``strategy`` None picks ``"reference"`` (``quantize_schemes``, over the array
+    namespace) when x, ``scale`` or ``zero_point`` is a tensor (the numpy kernels do not
+    compute it: ``floatfmt.backend.dispatch`` hands CPU tensors over as numpy views), else
+    ``"fast"`` (``quantize_schemes_fast``, the numpy kernels); the tests name a strategy
+    to run both on numpy arrays."""
+    p = plan_quantize(fmt, options)
+    tensors = [is_tensor(a) for a in (x, options.get("scale"), options.get("zero_point"))]
+    if strategy is None:
+        strategy = "reference" if any(tensors) else "fast"
+    if strategy == "fast":
+        return quantize_fast(x, p, fake)
+    if strategy != "reference":
+        raise ValueError(f"unknown strategy {strategy!r}. Valid: {', '.join(STRATEGIES)}")
+    if any(tensors) and not tensors[0]:
+        raise TypeError(f"floatfmt.{name}: x is a {type(x).__name__} but scale / zero_point are "
+                        "tensors; give x as a tensor on their device too")
+    _host_only_convention(options, x, name)
+    return quantize_array(x, p, fake, name)
 
 
 def _host_only_convention(opts: dict, x: Any, name: str) -> None:
-    """The library scale conventions run on the host only (numpy arrays, CPU tensors)."""
+    """The library scale conventions have numpy kernels only (numpy arrays, CPU tensors)."""
     if check_convention(opts.get("scale_convention", "exact")) != "exact":
+        where = x.device.type if is_tensor(x) else "array-namespace"
         raise NotImplementedError(
             f"floatfmt.{name} with scale_convention={opts['scale_convention']!r} has no "
-            f"{x.device.type} implementation yet: it runs on numpy arrays and CPU tensors")
+            f"{where} implementation yet: it runs on numpy arrays and CPU tensors")
 
 
-@tensor_entry("fake_quant", ("x",), device_impl=_device_fake_quant, ste=True)
+@tensor_entry("fake_quant", ("x",), portable=True, ste=True)
 def _fake_quant(x: Values, fmt: FormatLike = "int8", **options: Any) -> np.ndarray:
-    """``fake_quant`` without ``ste`` (numpy path; tensors through ``floatfmt.backend.dispatch``)."""
-    kind, _ = resolve_kind(fmt)
-    if kind in ("mx", "int"):  # fused and chunked: quantize(x, fmt, **options).dequantize()
-        return _quantize(x, fmt, True, _options(options))
-    return quantize(x, fmt, **options).dequantize()
+    """``fake_quant`` without ``ste`` (tensors through ``floatfmt.backend.dispatch``):
+    ``quantize(x, fmt, **options).dequantize()``, fused and chunked on numpy."""
+    return _run(x, fmt, True, "fake_quant", _options(options))
 
 
 def fake_quant(x: Values, fmt: FormatLike = "int8", **options: Any) -> Values:
@@ -493,30 +332,8 @@ def fake_quant(x: Values, fmt: FormatLike = "int8", **options: Any) -> Values:
     if ste == "clipped" and is_tensor(x) and x.requires_grad:
         # the values of quantize(...).dequantize(), which carries the clipped gradient
         kind, _ = resolve_kind(fmt)
-        t = namespace(x).t
-        dtype = t.float32 if kind == "mx" and x.dtype == t.float32 else t.float64
+        xp = namespace(x)
+        f32 = xp.dtype_of("float32")
+        dtype = f32 if kind == "mx" and x.dtype == f32 else xp.dtype_of("float64")
         return quantize(x, fmt, ste="clipped", **options).dequantize(dtype)
     return _fake_quant(x, fmt, **options)
-
-
-_FAKE_CHUNK = 1 << 17  # elements a chunk of _fake_int
-
-
-def _fake_int(v, narrow, sc, zp, qmin, qmax, mode):
-    """``(round_int_quotients(v, ...) - zp) * sc`` as float64, chunk by chunk along axis 0 (the
-    same elementwise operations as quantize + dequantize, without whole-size temporaries)."""
-    out = np.empty(v.shape, np.float64)
-    sc_a, zp_a = np.asarray(sc, np.float64), np.asarray(zp)
-    step = max(1, _FAKE_CHUNK // (v.size // v.shape[0] or 1))
-
-    def part(a, sl):  # the slice of a per-channel array that broadcasts onto v[sl]
-        return a[sl] if a.ndim == v.ndim and a.shape[0] > 1 else a
-
-    for i in range(0, v.shape[0], step):
-        sl = slice(i, i + step)
-        s_i, z_i = part(sc_a, sl), part(zp_a, sl)
-        n = round_int_quotients(v[sl], None, narrow, s_i, z_i, qmin, qmax, mode, None)
-        if z_i.any():
-            n -= z_i
-        np.multiply(n, s_i, out=out[sl])
-    return out

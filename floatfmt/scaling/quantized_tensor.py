@@ -25,10 +25,9 @@ from ..core.block_formats import block_formats, element_format, get_block_format
 from ..core.formats import Format, get_format
 from ..core.names import unknown_name
 from ..core.codec import values_to_codes
-from ..backend.namespace import is_tensor
+from ..backend.namespace import is_tensor, namespace
 from ..backend.dispatch import fields_device, tensor_method
 from ..core.intake import to_exact
-from .quantized_tensor_device import device_codes, device_dequantize, device_limits
 
 __all__ = ["QuantizedTensor", "dequantize"]
 
@@ -89,37 +88,47 @@ def resolve_kind(fmt):
 
 
 
+# The block / tile layouts below are written once over the array namespace ``xp``
+# (numpy arrays and tensors of any device alike).
+
 def split_blocks(v, axis, bs):
-    """Move ``axis`` last, pad it to a multiple of bs with zeros, return (rows, meta)."""
-    xm = np.moveaxis(v, axis, -1)
+    """Move ``axis`` last, pad it to a multiple of bs with zeros, return (rows, meta):
+    ``rows`` holds one block of bs a row, ``meta`` = (lead shape, n, blocks)."""
+    xp = namespace(v)
+    xm = xp.moveaxis(v, axis, -1)
     n = xm.shape[-1]
     nb = -(-n // bs)
     if nb * bs != n:
-        pad = np.zeros(xm.shape[:-1] + (nb * bs - n,), xm.dtype)
-        xm = np.concatenate([xm, pad], axis=-1)
-    lead = xm.shape[:-1]
-    return np.ascontiguousarray(xm).reshape(-1, bs), (lead, n, nb)
+        pad = xp.zeros_as(tuple(xm.shape[:-1]) + (nb * bs - n,), xm)
+        xm = xp.concatenate([xm, pad], -1)
+    lead = tuple(xm.shape[:-1])
+    return xp.contiguous(xm).reshape(-1, bs), (lead, n, nb)
 
 
 def unsplit_blocks(rows, meta, axis, bs):
+    """The inverse of ``split_blocks`` (the padding dropped)."""
     lead, n, nb = meta
+    xp = namespace(rows)
     out = rows.reshape(lead + (nb * bs,))
     if nb * bs != n:
-        out = out[..., :n]
-    return np.moveaxis(out, -1, axis)
+        out = xp.narrow(out, out.ndim - 1, n)
+    return xp.moveaxis(out, -1, axis)
 
 
 def block_scale_layout(per_block, meta, axis):
+    """One value a block (``split_blocks``' row order) in the input's layout, the
+    blocked axis replaced by the number of blocks."""
     lead, n, nb = meta
-    return np.moveaxis(per_block.reshape(lead + (nb,)), -1, axis)
+    return namespace(per_block).moveaxis(per_block.reshape(lead + (nb,)), -1, axis)
 
 
 
 def tile_expand(a, tile, shape):
     """One value a tile (the grid) -> one value an element (``shape``)."""
+    xp = namespace(a)
     for d, t in enumerate(tile):
         if t > 1:
-            a = np.repeat(a, t, axis=d)
+            a = xp.repeat(a, t, d)
     return a[tuple(slice(0, n) for n in shape)]
 
 
@@ -180,32 +189,38 @@ class QuantizedTensor:
         int16 / int32 arrays as needed), bit patterns (uint8) for float elements
         and MXINT8 (its two's-complement byte)."""
         if fields_device(self) is not None:
-            return tensor_method(self, "_codes_of", device_impl=device_codes)
+            return tensor_method(self, "_codes_of", portable=True)
         return self._codes_of()
 
     def _codes_of(self):
+        """The body of ``codes``, written once over the array namespace (numpy arrays,
+        tensors of any device: ``dispatch.tensor_method``)."""
         if "codes" not in self._cache:
             fmt = self.element_format
+            xp = namespace(self.elements)
+            e = xp.asfloat(self.elements)
             if self.fmt == "mxint8":
-                c = values_to_codes(np.ldexp(self.elements, get_block_format("mxint8").element_shift), fmt)
+                c = values_to_codes(xp.ldexp(e, get_block_format("mxint8").element_shift), fmt)
             elif fmt.kind == "int":
-                c = self.elements.astype(int_dtype(fmt))
+                c = xp.astype(e, xp.dtype_of(int_dtype(fmt)))
             else:
-                c = values_to_codes(self.elements, fmt)
+                c = values_to_codes(e, fmt)
             self._cache["codes"] = c
         return self._cache["codes"]
 
     def _expand(self, a):
-        """Per-block array -> per-element array (shape of the input)."""
-        a = np.asarray(a, np.float64)
+        """Per-block values (an array, a tensor or a number) -> per-element values, as
+        float64 broadcastable to ``elements`` (over the array namespace)."""
+        xp = namespace(self.elements)
+        a = xp.asfloat(a, self.elements)
         if self.block_shape is not None:
             return a if a.ndim == 0 else tile_expand(a, self.block_shape, self.elements.shape)
         if self.granularity != "block":
             return a
         axis = self.axis
-        rep = np.repeat(a, self.block_size, axis=axis)
+        rep = xp.repeat(a, self.block_size, axis)
         n = self.elements.shape[axis]
-        return np.take(rep, np.arange(n), axis=axis) if rep.shape[axis] != n else rep
+        return xp.narrow(rep, axis, n) if rep.shape[axis] != n else rep
 
     def dequantize(self, dtype=np.float64) -> np.ndarray:
         """``(elements - zero_point) * scale`` as ``dtype``.  Float64 holds it exactly when
@@ -215,31 +230,39 @@ class QuantizedTensor:
         2**128; MX / NVFP4 scales narrower still); for wider element formats (fp64, wide
         custom ones) it is the float64 product rounded to nearest even, which may round
         into the subnormals.  A narrower ``dtype`` is numpy's cast of that (nearest even).
-        Made from a tensor: a tensor on its device (``dispatch.tensor_method``; other
-        devices than the CPU: ``floatfmt.scaling.quantized_tensor_device``)."""
+        Made from a tensor: a tensor on its device (``dispatch.tensor_method``; the
+        body, ``_dequantize``, is written once over the array namespace)."""
         if fields_device(self) is not None:
-            return tensor_method(self, "dequantize", dtype, device_impl=device_dequantize)
+            return tensor_method(self, "dequantize", dtype, portable=True)
+        return self._dequantize(dtype)
+
+    def _dequantize(self, dtype=np.float64):
+        xp = namespace(self.elements)
         if self.granularity == "block":
             out = _block_dequantize(self)
         else:
-            e = self.elements
-            zp = self._expand(np.asarray(self.zero_point, np.float64))  # group / 2-D block
-            sc = self._expand(np.asarray(self.scale, np.float64))  # grids: one per element
-            out = (e - zp) * sc if zp.any() else e * sc
-        return out.astype(dtype, copy=False)
+            e = xp.asfloat(self.elements)
+            zp = self._expand(self.zero_point)  # group / 2-D block
+            sc = self._expand(self.scale)  # grids: one per element
+            out = (e - zp) * sc if xp.any(zp != 0) else e * sc
+        return xp.astype(out, xp.dtype_of(dtype))
 
     def limits(self):
         """Clipping thresholds (lo, hi), broadcastable to the input: values beyond them
         saturate, i.e. would round past the largest code if the range went on (the
         largest code plus half a step, the step of the top binade for floats).
-        Made from a tensor: tensors on its device."""
+        Made from a tensor: tensors on its device (the body, ``_limits``, is written
+        once over the array namespace)."""
         if fields_device(self) is not None:
-            return tensor_method(self, "limits", device_impl=device_limits)
+            return tensor_method(self, "limits", portable=True)
+        return self._limits()
+
+    def _limits(self):
         s = self._expand(self.scale)
         if self.tensor_scale is not None:
             s = s * self.tensor_scale
         if self.element_format.kind == "int" and self.fmt != "mxint8":
-            zp = self._expand(np.asarray(self.zero_point, np.float64))
+            zp = self._expand(self.zero_point)
             return (self.qmin - 0.5 - zp) * s, (self.qmax + 0.5 - zp) * s
         if self.fmt == "mxint8":
             top = (127 + 0.5) / 64
@@ -379,13 +402,19 @@ def dequantize(q: QuantizedTensor, dtype: Any = np.float64) -> np.ndarray:
 
 
 def _block_dequantize(q: QuantizedTensor):
+    """Elements times their block's scale (over the array namespace): blocks as rows
+    (``split_blocks``), each row times its scale; a NaN scale makes its block NaN."""
     axis = q.axis
     assert axis is not None  # block-scaled tensors always have their axis
+    xp = namespace(q.elements)
+    # the elements as they are (float32 for MX of float32 data): rows times the float64
+    # per-block scales (a 2-D by 1-D product, float64 on numpy and torch alike) is exact
     rows, meta = split_blocks(q.elements, axis, q.block_size)
-    s = np.moveaxis(np.asarray(q.scale, np.float64), axis, -1).reshape(-1)
+    s = xp.moveaxis(xp.asfloat(q.scale, rows), axis, -1).reshape(-1)
     if q.tensor_scale is not None:
         s = s * q.tensor_scale  # e4m3 * fp32: exact in float64
     out = rows * s[:, None]
-    if np.isnan(s).any():
-        out[np.isnan(s)] = np.nan  # a NaN scale makes its whole block NaN
+    nan = xp.isnan(s)
+    if xp.some(nan):  # a NaN scale makes its whole block NaN (as the product gives it)
+        out = xp.where(nan[:, None], np.nan, out)
     return unsplit_blocks(out, meta, axis, q.block_size)

@@ -171,7 +171,7 @@ def mse_range(v, fmt, granularity, axis, symmetric, narrow_range, pow2, narrow, 
     ``d * d``, d = xq - v, summed exactly and rounded once), and the first candidate with
     the smallest error wins (later ones must be strictly smaller).  The error does not
     depend on the order of summation, so every backend picks the same range
-    (``floatfmt.scaling.quantize_device`` on tensors).
+    (``floatfmt.scaling.quantize_schemes`` over the array namespace).
 
     ``v``: float64; returns float64 (lo, hi), 0-d per tensor, keepdims layout per channel."""
     lo0, hi0 = calibrated_range(v, granularity, axis, "max", None, symmetric)

@@ -96,7 +96,7 @@ def tiled_layout(shape, f, granularity, group_size, block, axis, symmetric, cali
     """(tile: one size per dimension, normalised axis or None) of a group / 2-D block request
     on an array of ``shape``, after checking the options that tiling allows (calibration
     ``"max"``, no given scale or zero point, floats symmetric); shared by the numpy and the
-    device (``floatfmt.scaling.quantize_device``) code."""
+    namespace (``floatfmt.scaling.quantize_schemes``) code."""
     tile, ax = _tile_shape(shape, granularity, group_size, block, axis)
     if calibration != "max":
         raise ValueError(f"calibration={calibration!r} is not available with granularity="

@@ -5,7 +5,7 @@ straight-through gradient.
 The options are a subset of ``floatfmt.fake_quant``'s (calibration ``"max"``, no zero
 point, no group / block / MX / NVFP4 schemes: ``floatfmt.fake_quant`` takes tensors of
 any device with every scheme), checked here; the work is ``floatfmt.fake_quant``'s,
-which dispatches (numpy kernels for CPU tensors, ``floatfmt.scaling.quantize_device`` on other
+which dispatches (numpy kernels for CPU tensors, ``floatfmt.scaling.quantize_schemes`` on other
 devices), so there is one implementation of the rules.  tests/test_torch_quant.py
 shows the results equal to ``floatfmt.fake_quant`` on numpy bit for bit.
 """

@@ -52,7 +52,7 @@ from ..arith.ops import add, fma, mul
 from ..scaling.quantize import quantize
 from ..backend.dispatch import from_host, host_kernels, tensor_entry, to_host
 from ..scaling.quantized_tensor import QuantizedTensor
-from ..arith.matrixunit.tensorcore import block_scaled_mma, get_block_model, get_model, tensorcore_product
+from ..arith.matrixunit.tensorcore import block_scaled_mma, get_block_model, get_model
 from .nvfp4_recipe import NVFP4_RECIPES, NVFP4Recipe, nvfp4_recipe_matmul
 
 __all__ = ["BlockFP8Recipe", "RECIPES", "get_recipe", "recipe_matmul", "PROMOTIONS",
@@ -170,41 +170,7 @@ def _host_fields(q: QuantizedTensor) -> dict[str, Any]:
     return {**out, "_cache": {}}
 
 
-def _device_recipe_matmul(x: Any, w: Any, recipe: str | BlockFP8Recipe = "deepseek_v3", *,
-                          quantized: tuple[QuantizedTensor, QuantizedTensor] | None = None) -> Any:
-    """``recipe_matmul`` of tensors the numpy kernels do not compute (CUDA, or CPU under
-    ``force_namespace``): the same steps through the public entries, each on the device
-    (``quantize``; the chunk's products by ``matmul`` with the recipe's model, whose
-    fp32 accumulator comes back unchanged without alpha, c or out_fmt; ``add`` /
-    ``mul`` / ``fma`` in fp32; ``cast`` to ``out_fmt``)."""
-    r = get_recipe(recipe)
-    if quantized is None:
-        qa, qw = _operands(x, w, r)
-    else:
-        qa, qw = quantized
-        if not (isinstance(qa, QuantizedTensor) and isinstance(qw, QuantizedTensor)):
-            raise TypeError("quantized must be a pair of QuantizedTensor (activations, weights)")
-    a, b = qa.elements, qw.elements
-    t = namespace(a).t
-    K = a.shape[1]
-    ga, (gk, gn) = qa.block_size, qw.block_size
-    model = get_model(r.model, r.fmt)
-    acc: Any = t.zeros((a.shape[0], b.shape[1]), dtype=t.float64, device=a.device)
-    s_rows = qa.scale.to(t.float64)
-    sw_cols = qw.scale.to(t.float64).repeat_interleave(gn, dim=1)[:, :b.shape[1]]
-    for k0 in range(0, K, r.promote_every):
-        sl = slice(k0, k0 + r.promote_every)
-        partial = matmul(a[:, sl], b[sl, :], r.fmt, model=model)
-        s_a = s_rows[:, k0 // ga][:, None]
-        s_w = sw_cols[k0 // gk][None, :]
-        if r.promotion == "separate":
-            acc = add(acc, mul(mul(partial, s_a, "fp32"), s_w, "fp32"), "fp32")
-        else:
-            acc = fma(partial, mul(s_a, s_w, "fp32"), acc, "fp32")
-    return acc if r.out_fmt == "fp32" else cast(acc, r.out_fmt, dtype=t.float64)
-
-
-@tensor_entry('recipe_matmul', ('x', 'w'), device_impl=_device_recipe_matmul)
+@tensor_entry('recipe_matmul', ('x', 'w'), portable=True)
 def recipe_matmul(x: Values, w: Values,
                   recipe: str | BlockFP8Recipe | NVFP4Recipe = "deepseek_v3", *,
                   quantized: tuple[QuantizedTensor, QuantizedTensor] | None = None) -> np.ndarray:
@@ -228,6 +194,12 @@ def recipe_matmul(x: Values, w: Values,
     if isinstance(recipe, (str, NVFP4Recipe)) and is_nvfp4_recipe(recipe):  # branch nvfp4
         if quantized is not None:
             raise ValueError("quantized= is for the block-FP8 recipes")
+        if any(is_tensor(v) and not host_kernels(v) for v in (x, w)):
+            dev = next(v.device for v in (x, w) if is_tensor(v))
+            raise NotImplementedError(
+                f"floatfmt.recipe_matmul: the NVFP4 training recipe has no {dev.type} "
+                "implementation yet (numpy arrays and CPU tensors only); floatfmt does not "
+                "copy the operands to the host silently: call .cpu() yourself")
         return nvfp4_recipe_matmul(x, w, recipe)
     r = get_recipe(recipe)
     if quantized is None:
@@ -236,29 +208,34 @@ def recipe_matmul(x: Values, w: Values,
         qa, qw = quantized
         if not (isinstance(qa, QuantizedTensor) and isinstance(qw, QuantizedTensor)):
             raise TypeError("quantized must be a pair of QuantizedTensor (activations, weights)")
-        if is_tensor(qa.elements):  # operands quantised from tensors: their device's path
-            if not host_kernels(qa.elements):
-                return _device_recipe_matmul(x, w, r, quantized=quantized)
+        if is_tensor(qa.elements) and host_kernels(qa.elements):
+            # operands quantised from CPU tensors: the numpy kernels on views of them
             return from_host(recipe_matmul(x, w, r, quantized=(
                 dataclasses.replace(qa, **_host_fields(qa)),
                 dataclasses.replace(qw, **_host_fields(qw)))), qa.elements.device)
+    # written once over the array namespace: numpy arrays, and tensors of any device
+    # (``tensor_entry(portable=True)``), every step through the public entries
     a, b = qa.elements, qw.elements
+    xp = namespace(a)
     K = a.shape[1]
     ga, (gk, gn) = qa.block_size, qw.block_size
     model = get_model(r.model, r.fmt)
-    acc = np.zeros((a.shape[0], b.shape[1]))
-    sw_cols = np.repeat(np.asarray(qw.scale, np.float64), gn, axis=1)[:, :b.shape[1]]
+    acc: Any = xp.zeros((a.shape[0], b.shape[1]), xp.asfloat(a[:0, :0]))
+    s_rows = xp.asfloat(qa.scale, a)
+    sw_cols = xp.narrow(xp.repeat(xp.asfloat(qw.scale, a), gn, 1), 1, b.shape[1])
     for k0 in range(0, K, r.promote_every):
         sl = slice(k0, k0 + r.promote_every)
-        partial, _ = tensorcore_product("matmul", a[:, sl], b[sl, :], r.fmt, model)
-        s_a = np.asarray(qa.scale, np.float64)[:, k0 // ga][:, None]
+        # the chunk's products through the model from a zero accumulator: its fp32
+        # accumulator comes back unchanged (no alpha, c or out_fmt)
+        partial = matmul(a[:, sl], b[sl, :], r.fmt, model=model)
+        s_a = s_rows[:, k0 // ga][:, None]
         s_w = sw_cols[k0 // gk][None, :]
         if r.promotion == "separate":
             acc = add(acc, mul(mul(partial, s_a, "fp32"), s_w, "fp32"), "fp32")
         else:
             acc = fma(partial, mul(s_a, s_w, "fp32"), acc, "fp32")
-    acc = np.asarray(acc, np.float64)
-    return acc if r.out_fmt == "fp32" else np.asarray(cast(acc, r.out_fmt), np.float64)
+    acc = xp.asfloat(acc)
+    return acc if r.out_fmt == "fp32" else xp.asfloat(cast(acc, r.out_fmt))
 
 
 def _blocked_operand(q: Any, fmt: str | None, axis: int, what: str) -> QuantizedTensor:
@@ -280,7 +257,8 @@ def _blocked_operand(q: Any, fmt: str | None, axis: int, what: str) -> Quantized
 def _block_scaled(a: Any, b: Any, fmt: str | None, model: Any, c: Any) -> Any:
     """The steps of ``block_scaled_matmul``, written once over the public entries
     (``quantize``, ``block_scaled_mma``, ``mul``): numpy operands run the numpy
-    kernels, tensors the device code of each step (``floatfmt.backend.dispatch``)."""
+    kernels, tensors the device code of each step (``floatfmt.backend.dispatch``;
+    the entry is ``portable``: this body is its own device code)."""
     qa = _blocked_operand(a, fmt, -1, "a")
     qb = _blocked_operand(b, fmt, -2, "b")
     if qa.fmt != qb.fmt:
@@ -296,15 +274,7 @@ def _block_scaled(a: Any, b: Any, fmt: str | None, model: Any, c: Any) -> Any:
     return r
 
 
-def _device_block_scaled_matmul(a: Any, b: Any, fmt: str | None = None, model: Any = "b200",
-                                c: Any = None) -> Any:
-    """``block_scaled_matmul`` of tensors the numpy kernels do not compute (CUDA, or CPU
-    under ``force_namespace``): the same steps, each on the device (``quantize_device``,
-    ``tensorcore_device.device_block_scaled_mma``, ``ops_device.device_mul``)."""
-    return _block_scaled(a, b, fmt, model, c)
-
-
-@tensor_entry('block_scaled_matmul', ('a', 'b', 'c'), device_impl=_device_block_scaled_matmul)
+@tensor_entry('block_scaled_matmul', ('a', 'b', 'c'), portable=True)
 def block_scaled_matmul(a: Any, b: Any, fmt: str | None = None, model: Any = "b200",
                         c: Any = None) -> np.ndarray:
     """``a @ b (+ c)`` on a block-scaled matrix unit: Blackwell MXFP8 / MXFP6 / MXFP4 /
