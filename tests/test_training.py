@@ -11,11 +11,16 @@ from floatfmt.training.loop import POLICIES, _Run, cli_train, summary_table, tra
 
 STEPS = 300
 RUNS = ("fp32", "tf32", "bf16", "fp16", "fp16_no_scaling", "fp16_no_master", "fp8")
+#: The outcome runs use half the lesson's spiral points (half the GEMM work of every step:
+#: the fixture was the suite's costliest item) and half its loss weight, so the per-point
+#: logit gradient, (p - y) * loss_weight * scale / n_points, where FP16 loses the
+#: gradients, is the same as in the default run; the learning rate is unchanged.
+SMALL = dict(n_points=128, loss_weight=2.0 ** -17)
 
 
 @pytest.fixture(scope="module")
 def runs():
-    return {name: train(name, STEPS) for name in RUNS}
+    return {name: train(name, STEPS, **SMALL) for name in RUNS}
 
 
 def anneal_gain(r):
@@ -45,8 +50,8 @@ def test_fp16_with_dynamic_loss_scaling_matches_fp32(runs):
 
 def test_fp16_without_loss_scaling_loses_gradients(runs):
     r = runs["fp16_no_scaling"]
-    assert np.mean(r.underflow) > 0.5  # measured 0.62: most gradient values flush to zero
-    assert np.mean(r.underflow[:50]) > 0.8  # early on, when the model trains, 0.86
+    assert np.mean(r.underflow) > 0.5  # measured 0.59: most gradient values flush to zero
+    assert np.mean(r.underflow[:50]) > 0.8  # early on, when the model trains, 0.88
     assert r.final_accuracy < 0.9
     assert r.final_loss > 10 * runs["fp16"].final_loss
     assert (r.loss_scale == 1.0).all()
@@ -201,6 +206,6 @@ def test_mx_policy_blocks_each_gemm_along_its_reduction_axis():
 
 
 def test_mx_policy_trains():
-    r = train("mxfp8", STEPS)
-    assert r.final_accuracy >= 0.97 and r.final_loss < 0.1  # measured 99.6%, 0.0375
+    r = train("mxfp8", STEPS, **SMALL)
+    assert r.final_accuracy >= 0.97 and r.final_loss < 0.1
     assert r.underflow.max() == 0.0 and not r.skipped.any()
