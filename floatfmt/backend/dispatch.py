@@ -95,7 +95,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import importlib
 import inspect
 import os
 import sys
@@ -397,18 +396,10 @@ def _no_device_code(name: str, device: Any) -> NotImplementedError:
         "silently; call .cpu() yourself if a host round trip is what you want")
 
 
-def _resolve_impl(impl: Callable[..., Any] | str) -> Callable[..., Any]:
-    """A ``device_impl`` given as ``"module:function"``, imported on first use."""
-    if isinstance(impl, str):
-        module, _, attr = impl.partition(":")
-        return cast(Callable[..., Any], getattr(importlib.import_module(module), attr))
-    return impl
-
-
 # size: the docstring states the whole rule of how tensors reach a function (host view,
 # portable body, device code, straight-through gradients), beside the code that does it
 def tensor_entry(name: str, operands: tuple[str, ...],
-                 device_impl: Callable[..., Any] | str | None = None,
+                 device_impl: Callable[..., Any] | None = None,
                  ste: bool = False, codes: bool = False,
                  portable: bool = False) -> Callable[[F], F]:
     """Decorator: make the numpy-path function take torch tensors (the rule above).
@@ -421,9 +412,7 @@ def tensor_entry(name: str, operands: tuple[str, ...],
     viewed as numpy arrays, the function runs, and its results come back as CPU
     tensors (``from_host``; a dataclass result gets its array fields as tensors);
     other devices (or CPU under ``force_namespace``) call ``device_impl`` with the
-    original arguments, or raise NotImplementedError.  ``device_impl`` may be named as
-    ``"floatfmt.module:function"``, imported on the first device call (for a device
-    module that imports the function's own module).
+    original arguments, or raise NotImplementedError.
 
     ``portable``: ``fn`` is written once over the array namespace (``xp =
     namespace(x)``), so on other devices (or CPU under ``force_namespace``) ``fn``
@@ -479,7 +468,7 @@ def tensor_entry(name: str, operands: tuple[str, ...],
             elif device_impl is None:
                 raise _no_device_code(f"floatfmt.{name}", device)
             else:
-                r = limits_of = _resolve_impl(device_impl)(*args, **kwargs)
+                r = limits_of = device_impl(*args, **kwargs)
             src = ops[0]
             if ste and is_tensor(src) and src.requires_grad:
                 if is_tensor(r) and r.is_floating_point():

@@ -132,7 +132,29 @@ def _codes_in(codes, f: Format) -> np.ndarray:
     return arr
 
 
-@tensor_entry("pack", ("codes",), device_impl="floatfmt.core.packing:_device_pack", codes=True)
+def _device_pack(codes: Any, fmt: FormatLike, *, bitorder: str = "little") -> Any:
+    """``pack`` on a tensor of any device (torch ops there, the same layout): each group
+    word is the sum of its codes shifted apart (disjoint bits), in int64."""
+    f = _packable(fmt)
+    order = _bitorder(bitorder)
+    t = namespace(codes).t
+    c = codes.reshape(-1).to(t.int64)
+    if c.numel():
+        err = _range_error(int(c.min()), int(c.max()), f)
+        if err is not None:
+            raise err
+    w, n = f.bits, c.numel()
+    if w == 8:
+        return c.to(t.uint8)
+    per, nbytes, _ = _group(w)
+    groups = -(-n // per)
+    c = t.cat([c, c.new_zeros(groups * per - n)]).reshape(groups, per)
+    word = (c << c.new_tensor(_shifts(per, w, order))).sum(1)
+    out = (word[:, None] >> c.new_tensor(_shifts(nbytes, 8, order))) & 0xFF
+    return out.to(t.uint8).reshape(-1)[:-(-n * w // 8)]
+
+
+@tensor_entry("pack", ("codes",), device_impl=_device_pack, codes=True)
 def pack(codes: Values, fmt: FormatLike, *, bitorder: str = "little") -> np.ndarray:
     """Pack the codes of a format of at most 8 bits into bytes (a 1-d uint8 array).
 
@@ -172,28 +194,6 @@ def pack(codes: Values, fmt: FormatLike, *, bitorder: str = "little") -> np.ndar
     for j, sh in enumerate(_shifts(nbytes, 8, order)):
         out[:, j] = word >> dt.type(sh)  # the low byte (uint8 assignment keeps it)
     return out.reshape(-1)[:out_len]
-
-
-def _device_pack(codes: Any, fmt: FormatLike, *, bitorder: str = "little") -> Any:
-    """``pack`` on a tensor of any device (torch ops there, the same layout): each group
-    word is the sum of its codes shifted apart (disjoint bits), in int64."""
-    f = _packable(fmt)
-    order = _bitorder(bitorder)
-    t = namespace(codes).t
-    c = codes.reshape(-1).to(t.int64)
-    if c.numel():
-        err = _range_error(int(c.min()), int(c.max()), f)
-        if err is not None:
-            raise err
-    w, n = f.bits, c.numel()
-    if w == 8:
-        return c.to(t.uint8)
-    per, nbytes, _ = _group(w)
-    groups = -(-n // per)
-    c = t.cat([c, c.new_zeros(groups * per - n)]).reshape(groups, per)
-    word = (c << c.new_tensor(_shifts(per, w, order))).sum(1)
-    out = (word[:, None] >> c.new_tensor(_shifts(nbytes, 8, order))) & 0xFF
-    return out.to(t.uint8).reshape(-1)[:-(-n * w // 8)]
 
 
 def _shape_in(shape) -> tuple[int, ...]:
@@ -242,7 +242,32 @@ def _check_packed(size: int, last_byte: Any, shp: tuple[int, ...], f: Format,
     return n, w
 
 
-@tensor_entry("unpack", ("data",), device_impl="floatfmt.core.packing:_device_unpack", codes=True)
+def _device_unpack(data: Any, fmt: FormatLike, shape: int | tuple[int, ...], *,
+                   bitorder: str = "little") -> Any:
+    """``unpack`` on a uint8 tensor of any device (torch ops there; the checks of the
+    numpy path, with their messages)."""
+    f = _packable(fmt)
+    order = _bitorder(bitorder)
+    shp = _shape_in(shape)
+    t = namespace(data).t
+    if data.dtype != t.uint8:
+        raise TypeError(f"data must be bytes, a bytearray or a uint8 array, not {data.dtype} "
+                        f"(pack() returns uint8)")
+    b = data.reshape(-1)
+    n, w = _check_packed(b.numel(), lambda: int(b[-1]), shp, f, order)
+    need = -(-n * w // 8)
+    if w == 8:
+        return b.clone().reshape(shp)
+    per, nbytes, _ = _group(w)
+    groups = -(-n // per)
+    g = b.to(t.int64)
+    g = t.cat([g, g.new_zeros(groups * nbytes - need)]).reshape(groups, nbytes)
+    word = (g << g.new_tensor(_shifts(nbytes, 8, order))).sum(1)
+    out = (word[:, None] >> g.new_tensor(_shifts(per, w, order))) & ((1 << w) - 1)
+    return out.to(t.uint8).reshape(-1)[:n].reshape(shp)
+
+
+@tensor_entry("unpack", ("data",), device_impl=_device_unpack, codes=True)
 def unpack(data: bytes | bytearray | memoryview | np.ndarray, fmt: FormatLike, shape: int | tuple[int, ...], *, bitorder: str = "little") -> np.ndarray:
     """Codes of ``fmt`` (uint8, shape ``shape``) from bytes that ``pack`` wrote.
 
@@ -279,31 +304,6 @@ def unpack(data: bytes | bytearray | memoryview | np.ndarray, fmt: FormatLike, s
     for i, sh in enumerate(_shifts(per, w, order)):
         out[:, i] = (word >> dt.type(sh)) & mask
     return out.reshape(-1)[:n].reshape(shp)
-
-
-def _device_unpack(data: Any, fmt: FormatLike, shape: int | tuple[int, ...], *,
-                   bitorder: str = "little") -> Any:
-    """``unpack`` on a uint8 tensor of any device (torch ops there; the checks of the
-    numpy path, with their messages)."""
-    f = _packable(fmt)
-    order = _bitorder(bitorder)
-    shp = _shape_in(shape)
-    t = namespace(data).t
-    if data.dtype != t.uint8:
-        raise TypeError(f"data must be bytes, a bytearray or a uint8 array, not {data.dtype} "
-                        f"(pack() returns uint8)")
-    b = data.reshape(-1)
-    n, w = _check_packed(b.numel(), lambda: int(b[-1]), shp, f, order)
-    need = -(-n * w // 8)
-    if w == 8:
-        return b.clone().reshape(shp)
-    per, nbytes, _ = _group(w)
-    groups = -(-n // per)
-    g = b.to(t.int64)
-    g = t.cat([g, g.new_zeros(groups * nbytes - need)]).reshape(groups, nbytes)
-    word = (g << g.new_tensor(_shifts(nbytes, 8, order))).sum(1)
-    out = (word[:, None] >> g.new_tensor(_shifts(per, w, order))) & ((1 << w) - 1)
-    return out.to(t.uint8).reshape(-1)[:n].reshape(shp)
 
 
 @dataclass(frozen=True, repr=False)
