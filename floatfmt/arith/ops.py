@@ -74,10 +74,10 @@ from ..core.modes import make_rng
 from ..core.rounding import STOCHASTIC, resolve_mode, resolve_overflow, round_values
 from ..core.types import Overflow, RngLike, Values
 
+# the public entries; the rules over the namespace (``add_rule`` ..., ``OpCall``,
+# ``rounded_sum``) are the library's building blocks, imported by name where they serve
 __all__ = ["add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs", "minimum", "maximum",
-           "promote_formats", "OpCall", "rounded_sum", "add_rule", "sub_rule", "mul_rule",
-           "fma_rule", "div_rule", "sqrt_rule", "neg_rule", "abs_rule", "minimum_rule",
-           "maximum_rule"]
+           "promote_formats"]
 
 # re-exported for ``accumulate`` and ``fparray`` (the numpy path's context and operand cast)
 _NUMPY_PATH = (InFormat, check_invalid, make_ctx, operand_values, zero_signs)
