@@ -62,7 +62,8 @@ from ..arith.residuals import wide_quotient
 from .quantized_tensor import (QuantizedTensor, block_scale_layout, choose, normalize_axis,
                                split_blocks, tile_expand, unsplit_blocks, width)
 from ..core.rounding import STOCHASTIC, round_values
-from .scales import MSE_GRID, WIDE_INT, check_zero_point, code_range, exact_sums, reduce_axes
+from .scales import (MSE_GRID, WIDE_INT, check_zero_point, code_range, exact_sums, reduce_axes,
+                     fp32_scale as _fp32_scale)
 
 __all__ = ["quantize_array", "exact_quotient"]
 
@@ -138,19 +139,6 @@ def _round_quotients(v: Any, s: Any, f: Format, mode: str, overflow: Any, rng: A
 
 
 # ------------------------------------------------------------------ scale rules (scales)
-def _fp32_scale(raw: Any, pow2: bool) -> Any:
-    """``scales.fp32_scale`` over xp (a Python float for a 0-d one)."""
-    xp = namespace(raw)
-    raw = xp.asfloat(raw)
-    raw = xp.where((raw > 0) & xp.isfinite(raw), raw, 1.0)
-    if pow2:
-        s = round_values(raw, get_format("e11m0"), "up")
-    else:
-        s = round_values(raw, _FP32, "nearest_even", "saturate")
-    s = xp.where(s > 0, s, _FP32.smallest_subnormal)
-    return float(s) if s.ndim == 0 else s
-
-
 def _unit_where_infinite(sc: Any, inf: Any) -> Any:
     """``scales.unit_scale_where_infinite``: 1.0 where ``inf`` (1.0 where the calibration
     set holds +-Inf, 0.0 elsewhere, in the layout of ``sc``) is set."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend.namespace import namespace
 from ..core.formats import Format, get_format
 from .quantized_tensor import width
 from .quotients import remainder_kwargs, scaled_quotient
@@ -128,14 +129,16 @@ def unit_scale_where_infinite(sc, infinite):
 
 def fp32_scale(raw, pow2):
     """A positive fp32 scale (1.0 where the range is empty); ``pow2`` rounds it up
-    to a power of two (so nothing new clips)."""
-    raw = np.asarray(raw, np.float64)
-    raw = np.where((raw > 0) & np.isfinite(raw), raw, 1.0)
+    to a power of two (so nothing new clips).  Written over the array namespace: numpy
+    arrays and numbers, or tensors on their device (a Python float for a 0-d result)."""
+    xp = namespace(raw)
+    raw = xp.asfloat(raw)
+    raw = xp.where((raw > 0) & xp.isfinite(raw), raw, 1.0)
     if pow2:
         s = round_values(raw, get_format("e11m0"), "up")
     else:
         s = round_values(raw, _FP32, "nearest_even", "saturate")
-    s = np.where(s > 0, s, _FP32.smallest_subnormal)
+    s = xp.where(s > 0, s, _FP32.smallest_subnormal)
     return float(s) if s.ndim == 0 else s
 
 
