@@ -112,9 +112,25 @@ HEAVY_FILES = {
 }
 
 
+
+
+def heavy_tests() -> set[str]:
+    """``file::function`` names of ``tests/heavy_tests.txt``: long tests of files that are
+    otherwise in the subset (every parametrisation of each function)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "heavy_tests.txt").read_text()
+    return {ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")}
+
+
+HEAVY_TESTS = heavy_tests()
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark the tests of HEAVY_FILES ``heavy`` (selection only: nothing is skipped)."""
+    """Mark ``heavy`` the tests of HEAVY_FILES and those HEAVY_TESTS names (selection only:
+    nothing is skipped)."""
     heavy = pytest.mark.heavy
     for item in items:
-        if item.path.name in HEAVY_FILES:
+        name = getattr(item, "originalname", None) or item.name
+        if item.path.name in HEAVY_FILES or f"{item.path.name}::{name}" in HEAVY_TESTS:
             item.add_marker(heavy)
