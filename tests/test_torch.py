@@ -393,7 +393,6 @@ def test_readme_emulate_example_runs_and_its_claims_name_real_tests():
     import io
     import pathlib
     import re
-    import floatfmt.torch as fft
     root = pathlib.Path(__file__).resolve().parents[1]
     section = (root / "README.md").read_text().split("### Emulate a model", 1)[1].split("\n## ", 1)[0]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
