@@ -7,6 +7,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import ml_dtypes
+import pytest
 import numpy as np
 
 import floatfmt as ff
@@ -189,3 +190,56 @@ def test_lesson05_teaches_the_chapter_topics():
     for phrase in ("unscale_(optimizer)", "Do not call `.half()` inside an autocast region",
                    "first and last layers", "MXFP8", "DeepSeek-V3"):
         assert phrase in t, phrase
+
+
+def _outputs(name):
+    nb = json.loads((NB / name).read_text(encoding="utf-8"))
+    return " ".join("".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code"
+                    for o in c.get("outputs", []))
+
+
+def test_lesson09_fp16_range_facts_from_numpy():
+    """The FP16 facts lesson 09 states, from numpy's float16 (not floatfmt)."""
+    h = np.finfo(np.float16)
+    assert float(h.smallest_subnormal) == 2.0 ** -24 and f"{float(h.smallest_subnormal):.2g}" == "6e-08"
+    assert float(np.float16(2.0 ** -25)) == 0.0 and float(h.max) == 65504.0
+    assert float(np.float16(2.0 ** -16 / 32)) == 2.0 ** -21              # the logits' gradient survives
+    with np.errstate(over="ignore"):
+        assert np.isinf(np.float16(256.0) * np.float16(256.0))           # 256**2 = 65536 > 65504
+        assert np.isinf(np.float16(np.exp(11.1))) and np.isfinite(np.float16(np.exp(11.08)))
+    assert 11.08 < np.log(65504.0) < 11.09 < np.log(65520.0) < 11.1     # "past about 11.09"
+    t = _text("09_conv_net_fp16.ipynb")
+    assert "2**-24 ≈ 6.0e-8" in t and "below half of it (2**-25) rounds to 0" in t
+    assert "past about 11.09, `ln(65504)`" in t and "activations of 256 or more" in t
+
+
+def test_lesson09_prose_matches_its_outputs():
+    t, out = _text("09_conv_net_fp16.ipynb"), _outputs("09_conv_net_fp16.ipynb")
+    for layer in ("stem", "block.conv1", "block.conv2"):                # "every weight gradient ... is 0"
+        assert f"{layer:<12} weight-gradient elements that are exactly 0: 100.0%" in out
+    head = float(out.split("head         weight-gradient elements that are exactly 0:")[1].split("%")[0])
+    assert head < 10 and "Only the head's gradient survives (nearly all of it)" in t
+    steps = out.split("at steps [")[1].split("]")[0]
+    skipped = [int(s) for s in steps.split(",")]
+    assert skipped[:5] == [0, 1, 2, 3, 4] and 5 not in skipped and "five times in a row" in t
+    assert "and again whenever a later gradient overflows" in t and len(skipped) > 5
+    share = float(out.split("convolutions' share of the emulated GEMM FLOPs:")[1].split("%")[0])
+    assert share > 99 and "The convolutions are nearly all of the work" in t
+    assert "channels whose variance is Inf: 8 of 8" in out and "is 0 everywhere" in t
+    assert "implicit GEMM by hand == emulated conv2d: True" in out
+    assert "all claims hold" in out
+
+
+def test_lesson09_gradscaler_defaults_are_torchs():
+    """'2**16, GradScaler's default', 'x0.5 on overflow, x2 every 2000 clean steps': torch's own
+    signature and floatfmt's LossScaler agree."""
+    import inspect
+    torch = pytest.importorskip("torch")
+    p = inspect.signature(torch.amp.GradScaler).parameters
+    assert p["init_scale"].default == 2.0 ** 16 and p["growth_interval"].default == 2000
+    assert p["backoff_factor"].default == 0.5 and p["growth_factor"].default == 2.0
+    ls = ff.LossScaler()
+    assert (ls.get_scale(), ls.growth_interval, ls.backoff_factor, ls.growth_factor) == (2.0 ** 16, 2000, 0.5, 2.0)
+    code = _text("09_conv_net_fp16.ipynb", "code")
+    assert "x0.5 on overflow, x2 every 2000 clean steps" in code
+    assert "(here 2**16, GradScaler's default)" in _text("09_conv_net_fp16.ipynb")

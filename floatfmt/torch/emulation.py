@@ -42,7 +42,8 @@ modelling choice).
 Delayed scaling keeps one ``ff.DelayedScaling`` per weight (tensors ``"input"``,
 ``"weight"``, ``"grad_output"``); its ``update()`` runs at the end of each backward
 that uses the weight (or call ``update_scales(model)``).  Under DDP every rank keeps its own
-history (Transformer Engine reduces amax across ranks; this does not).  The
+history unless ``emulate(..., amax_group=group)`` reduces the amaxes over the ranks
+(Transformer Engine's ``fp8_group``; ``floatfmt.torch.distributed``).  The
 functional ``matmul`` has no state: a delayed recipe scales its operands from their
 current amax.
 
