@@ -128,3 +128,18 @@ def test_recipe_checks():
     with fft.emulating(conv, "fp8_rowwise"):
         with pytest.raises(NotImplementedError, match="convolutions"):
             conv(torch.randn(1, 2, 8))
+
+
+def test_rowwise_equal_on_the_device_path():
+    """The array-namespace path (CUDA; CPU under force_namespace) gives the host's bits with
+    the exact scale convention; torchao's convention is host-only and refused there."""
+    from floatfmt.backend.dispatch import force_namespace
+    r = fft.get_recipe("fp8_rowwise").replace(scale_convention="exact")
+    x, w, b, g = data(3)
+    host = emulated(x, w, b, g, r)
+    with force_namespace():
+        dev = emulated(x, w, b, g, r)
+        with pytest.raises(NotImplementedError, match="scale_convention='torchao'"):
+            emulated(x, w, b, g, fft.get_recipe("fp8_rowwise"))
+    assert all(np.array_equal(a, e) for a, e in zip(host, dev))
+    assert all(np.array_equal(a, e) for a, e in zip(host, reference(x, w, b, g, r)))
