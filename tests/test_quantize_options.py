@@ -34,7 +34,7 @@ APPLIES = {
     "float": {"scheme", "granularity", "calibration", "percentile", "scale", "margin",
               "pow2_scale", "overflow", "group_size", "block", "scale_convention"},
     "mx": {"scale_rounding"},
-    "nvfp4": {"tensor_scale"},
+    "nvfp4": {"tensor_scale", "scale_convention"},
 }
 EXAMPLE = {"int": "int8", "float": "fp8_e4m3", "mx": "mxfp8_e4m3", "nvfp4": "nvfp4"}
 # what the message must name as the home of the option (one kind that takes it)
@@ -53,7 +53,7 @@ def test_the_table_covers_every_option():
             if p.kind is p.KEYWORD_ONLY}
     # ste (the tensor gradient rule) applies to every kind
     assert opts == set(GIVEN) | {"axis", "rounding", "rng", "ste"}
-    assert len(PAIRS) == 36  # scale_convention (float only): three more pairs
+    assert len(PAIRS) == 35  # scale_convention (float and nvfp4): two more pairs
 
 
 @pytest.mark.parametrize("kind, opt", PAIRS)
@@ -90,6 +90,7 @@ def test_options_that_apply_still_work(kind):
         ff.quantize(x, fmt, scale_rounding="ceil")
     elif kind == "nvfp4":
         ff.quantize(x, fmt, tensor_scale=0.5)
+        ff.quantize(x, fmt, scale_convention="te")
     else:
         ff.quantize(x, fmt, granularity="channel", calibration="percentile", percentile=50.0,
                     margin=1, pow2_scale=True)

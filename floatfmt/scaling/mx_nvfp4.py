@@ -27,6 +27,7 @@ from .quantized_tensor import (QuantizedTensor, block_scale_layout, choose, reso
                         unsplit_blocks)
 from .quotients import remainder_kwargs, scaled_quotient
 from .nvfp4_te import nvfp4_te_quantize
+from .nvfp4_torchao import nvfp4_torchao_quantize
 from ..core.rounding import STOCHASTIC, round_values
 
 __all__ = ["MX_FORMATS", "SCALE_ROUNDINGS", "mx_shared_exponent"]
@@ -303,10 +304,14 @@ def nvfp4_tensor_scale(amax: float, tensor_scale: float | None = None) -> float:
 
 
 def nvfp4_quantize(v, frac, narrow, axis, mode, rng, tensor_scale=None, scale_convention="exact"):
-    if scale_convention == "te":  # Transformer Engine's fp32 arithmetic (branch nvfp4)
-        if tensor_scale is not None or frac is not None:
-            raise ValueError("scale_convention='te' computes its own tensor scale from float inputs")
-        return nvfp4_te_quantize(v, axis, rounding=mode, rng=rng)
+    """NVFP4 of the float64 values ``v`` (``frac``: their exact Fractions, or None) by
+    ``scale_convention``: ``"exact"`` here (the module docstring), ``"te"``
+    (``nvfp4_te.nvfp4_te_quantize``) or ``"torchao"`` (``nvfp4_torchao``); the library
+    conventions read ``v`` as fp32, so a ``frac`` is rounded to fp32 once first."""
+    if scale_convention != "exact":
+        if frac is not None:  # one rounding of the exact input to the fp32 the libraries read
+            v = np.asarray(cast(frac, "fp32", overflow="inf"), np.float64)
+        return _library_nvfp4(v, axis, mode, rng, tensor_scale, scale_convention)
     elem, bs, sfmt = _NV.element_format, _NV.block_size, _NV.scale_format
     if v.ndim == 0:
         raise ValueError("NVFP4 quantisation needs an array with at least one dimension")
@@ -331,3 +336,17 @@ def nvfp4_quantize(v, frac, narrow, axis, mode, rng, tensor_scale=None, scale_co
         zero_point=0, fmt="nvfp4", element_format=elem, granularity="block", axis=axis,
         block_size=bs, scale_codes=block_scale_layout(values_to_codes(bscale, sfmt), meta, axis),
         tensor_scale=float(ts), scheme="symmetric")
+
+
+def _library_nvfp4(v, axis, mode, rng, tensor_scale, convention):
+    """NVFP4 by Transformer Engine's (``"te"``) or torchao's (``"torchao"``) arithmetic;
+    ValueError for what that library does not take."""
+    if convention == "te":
+        if tensor_scale is not None:
+            raise ValueError("tensor_scale does not apply to scale_convention='te': Transformer "
+                             "Engine derives its NVFP4 tensor scale from the amax (S_enc = "
+                             "2688 / amax). Leave tensor_scale out, or use 'exact' or 'torchao'")
+        return nvfp4_te_quantize(v, axis, rounding=mode, rng=rng)
+    if mode != "nearest_even":
+        raise ValueError(f"torchao's NVFP4 cast rounds to nearest even, not {mode!r}")
+    return nvfp4_torchao_quantize(v, axis, tensor_scale=tensor_scale)

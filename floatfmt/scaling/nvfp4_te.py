@@ -127,7 +127,7 @@ def nvfp4_te_quantize(x: Any, axis: int = -1, *, tile: tuple[int, int] = (1, 16)
     ``"nearest_even"`` or ``"stochastic"`` (``rng``: seed or Generator); ``amax``: the
     global amax to use (default ``max |x|``; TE's post-RHT amax of a transformed tensor
     is the amax of what is quantised).  ``x`` is taken to fp32 first (RNE: TE reads
-    bf16 / fp16 / fp32 tensors, all exact).  ValueError for non-finite input.
+    bf16 / fp16 / fp32 tensors, all exact).  ValueError for input not finite in fp32.
 
     >>> w = np.arange(32.0).reshape(2, 16)
     >>> a, b = nvfp4_te_quantize(w, tile=(16, 16)), nvfp4_te_quantize(w.T, 0, tile=(16, 16))
@@ -148,7 +148,11 @@ def nvfp4_te_quantize(x: Any, axis: int = -1, *, tile: tuple[int, int] = (1, 16)
     ax = axis % v.ndim if -v.ndim <= axis < v.ndim else None
     if ax is None:
         raise ValueError(f"axis {axis} is out of range for an array of {v.ndim} dimensions")
-    x32 = v.astype(_F32)
+    with np.errstate(over="ignore"):
+        x32 = v.astype(_F32)
+    if not np.isfinite(x32).all():
+        raise ValueError("NVFP4 by TE's arithmetic reads the input as fp32, and it holds values "
+                         "past fp32's range")
     bs = _NV.block_size
     if tile == (16, 16):
         if v.ndim != 2:

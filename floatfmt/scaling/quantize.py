@@ -103,7 +103,19 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
         A block holding Inf or NaN gets the NaN scale (its values decode to NaN).
     ``nvfp4``: E2M1 in blocks of 16 along ``axis``; block scale
         ``round_e4m3(amax_block / (6 * ts))``, ``ts = amax / (6 * 448)`` in fp32
-        (or ``tensor_scale=``); elements ``round_e2m1(x / (block * ts))``.
+        (or ``tensor_scale=``); elements ``round_e2m1(x / (block * ts))``.  With
+        ``scale_convention="te"``, Transformer Engine's fp32 steps instead:
+        ``S_enc = fp32(2688 / amax)`` (1 for amax 0, ``FLT_MAX`` past it), block
+        ``s_b = e4m3(fp32(amax_b * fp32(S_enc * fp32(1/6))))``, elements
+        ``round_e2m1(fp32(x * e_b))``, ``e_b = fp32(1 / fp32(s_b * fp32(1 / S_enc)))``,
+        ``tensor_scale`` kept as ``fp32(1 / S_enc)`` (``floatfmt.scaling.nvfp4_te``; round
+        to nearest even or stochastic; ``tensor_scale=`` refused).  With ``"torchao"``,
+        ``NVFP4Tensor``'s two-level divisions: ``ts = fp32(amax / 2688)`` (or
+        ``tensor_scale=``, its ``per_tensor_scale``), ``s_b = e4m3(clamp(fp32(fp32(amax_b
+        / 6) / ts), 2**-6, 448))``, elements ``round_e2m1(clamp(fp32(x / fp32(ts * s_b)),
+        -6, 6))`` (``floatfmt.scaling.nvfp4_torchao``; nearest even; ValueError where
+        torchao divides by 0, an all-zero tensor included).  Both read x as fp32 (an
+        input fp32 cannot hold is rounded to it once; past its range: ValueError).
 
     Options
     -------
@@ -130,7 +142,9 @@ def quantize(x: Values, fmt: FormatLike = "int8", *, scheme: str = "symmetric",
         ``x / scale``), or ``"te"`` / ``"torchao"``: Transformer Engine's and torchao's
         ``s = fp32(max / amax)``, ``q = round(fp32(x * s))`` (two roundings), ``scale``
         kept as ``fp32(1 / s)``; the exact rules and sources: ``floatfmt.scaling.scale_convention``.
-        CPU tensors and numpy arrays.
+        ``nvfp4``: the same three names, each library's two-level NVFP4 (above).
+        CPU tensors and numpy arrays (other devices and ``force_namespace``:
+        NotImplementedError).
     rounding : element rounding mode (``"stochastic"`` uses ``rng``).
     Scales are fp32 values (rounded once); every quotient ``x / scale`` is rounded once.
     An option that does not apply to the format's kind (``OPTIONS_BY_KIND``: e.g.
@@ -172,7 +186,7 @@ OPTIONS_BY_KIND = {
     "float": ("scheme", "granularity", "calibration", "percentile", "scale", "margin",
               "pow2_scale", "overflow", "group_size", "block", "scale_convention"),
     "mx": ("scale_rounding",),
-    "nvfp4": ("tensor_scale",),
+    "nvfp4": ("tensor_scale", "scale_convention"),
 }
 _KIND_WORDS = {"int": "integer formats (int8 uint8 int4 uint4 ...)",
                "float": "float formats (fp8_e4m3 fp8_e5m2 fp6_* fp4_e2m1 bf16 ...)",
@@ -299,12 +313,16 @@ def _run(x, fmt, fake: bool, name: str, options: dict, strategy: str | None = No
 
 
 def _host_only_convention(opts: dict, x: Any, name: str) -> None:
-    """The library scale conventions have numpy kernels only (numpy arrays, CPU tensors)."""
+    """The library scale conventions (FP8 and NVFP4) have numpy kernels only (numpy arrays,
+    CPU tensors): NotImplementedError on the array-namespace path (other devices, and CPU
+    tensors under ``force_namespace``), never the exact convention's bits instead."""
     if check_convention(opts.get("scale_convention", "exact")) != "exact":
-        where = x.device.type if is_tensor(x) else "array-namespace"
+        where = f"{x.device.type} tensors" if is_tensor(x) else "arrays"
         raise NotImplementedError(
             f"floatfmt.{name} with scale_convention={opts['scale_convention']!r} has no "
-            f"{where} implementation yet: it runs on numpy arrays and CPU tensors")
+            f"array-namespace implementation yet (here for {where}; CUDA tensors and CPU "
+            "tensors under force_namespace take that path): it runs on numpy arrays and CPU "
+            "tensors by the numpy kernels")
 
 
 @tensor_entry("fake_quant", ("x",), portable=True, ste=True)

@@ -43,7 +43,8 @@ def quantize_fast(x, p, fake: bool):
     if kind == "nvfp4":
         v, frac, narrow, _ = intake(x)
         ax = normalize_axis(-1 if o["axis"] is None else o["axis"], v.ndim, "NVFP4 quantisation")
-        q = nvfp4_quantize(v, frac, narrow, ax, mode, rng, o["tensor_scale"])
+        q = nvfp4_quantize(v, frac, narrow, ax, mode, rng, o["tensor_scale"],
+                           check_convention(o["scale_convention"]))
         return q.dequantize() if fake else q
     if (fake and kind == "int" and isinstance(x, np.ndarray) and x.dtype == np.float32
             and (o["calibration"] == "max" or (o["scale"] is not None and not isinstance(o["scale"], str)))):

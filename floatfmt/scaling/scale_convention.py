@@ -28,7 +28,8 @@ two-rounding multiply of Transformer Engine and torchao.
 
 NVFP4 by Transformer Engine's two-level convention (``S_enc = fp32(2688 / amax)``, E4M3
 block scales ``e4m3(amax_b * fp32(S_enc / 6))``, elements ``e2m1(fp32(x * e_b))``) is
-``floatfmt.scaling.nvfp4_te`` (``nvfp4_quantize(..., scale_convention="te")``).
+``floatfmt.scaling.nvfp4_te``, and by torchao's (``ts = fp32(amax / 2688)``, divisions)
+``floatfmt.scaling.nvfp4_torchao``: ``quantize(x, "nvfp4", scale_convention="te" | "torchao")``.
 
 A given ``scale=`` (a number or per-channel array) is, under ``"te"`` / ``"torchao"``, the
 library's multiplier ``s`` (TE's ``scale``, torchao's ``Float8Tensor._scale``; a delayed

@@ -23,7 +23,7 @@ from ..core.cast import cast
 from ..arith.accumulate import sum as ff_sum
 from ..training.delayed_scaling import DelayedScaling
 from . import implicit_gemm as ig
-from .emulation import Operand, as_dtype, gemm, quantize_operand, values_of
+from .emulation import Operand, as_dtype, gemm, quantize_operand, requantized, values_of
 from .recipe import Recipe
 from .report import EmulationReport
 
@@ -161,7 +161,7 @@ class GemmFunction(torch.autograd.Function):
         r = s.r
         av, bv, qa, qb = ctx.saved
         ad, bd, cm, shape = ctx.meta
-        block = r.scaling == "block"
+        block = requantized(r)
         g = values_of(gy)
         with no_autocast(g):
             ga = gb = gc = None
@@ -172,14 +172,17 @@ class GemmFunction(torch.autograd.Function):
                     qg = _quant(g, r.bwd_fmt, s, -1, None, "backward", rht=True)
                 bq = _quant(bv, r.fwd_fmt, s, -1, None, weight=s.weight_b,
                             rht=s.weight_a) if block else qb
-                ga = gemm(_scaled(qg, s.alpha), Operand(_t(bq.values), bq.scale, bq.fmt), r, s.grad_a_fmt)
+                ga = gemm(_scaled(qg, s.alpha), bq.t(), r, s.grad_a_fmt)
                 ga = as_dtype(_sum_to(ga, av.shape), ad)
                 s.em.report.emulated(s.kind, "backward", s.flops)
             if need_b:  # a^T @ g: reduces over M
                 gq = _quant(g, r.bwd_fmt, s, -2, None, "backward", rht=s.weight_b) if block else qg
                 aq = _quant(av, r.fwd_fmt, s, -2, None, weight=s.weight_a,
                             rht=s.weight_b) if block else qa
-                gb = gemm(_scaled(Operand(_t(aq.values), aq.scale, aq.fmt), s.alpha), gq, r, s.grad_b_fmt)
+                if r.granularity == "rowwise" and s.weight_b:  # torchao: grad_W = g.T @ x, so
+                    gb = gemm(gq.t(), _scaled(aq, s.alpha), r, s.grad_b_fmt).transpose(-1, -2)
+                else:  # the rowwise epilogue's row / column scales are g's / x's
+                    gb = gemm(_scaled(aq.t(), s.alpha), gq, r, s.grad_b_fmt)
                 gb = as_dtype(_sum_to(gb, bv.shape), bd)
                 s.em.report.emulated(s.kind, "backward", s.flops)
             if need_c and cm is not None:
@@ -220,6 +223,9 @@ class ConvFunction(torch.autograd.Function):
         stride, dil, groups = geom
         with no_autocast(x):
             r = s.r
+            if r.granularity == "rowwise":  # torchao's rowwise recipe converts nn.Linear only
+                raise NotImplementedError("granularity='rowwise' applies to linear and matmul "
+                                          "GEMMs, not convolutions")
             block = r.scaling == "block"
             xv, wv = values_of(x), values_of(w)
             n, o = xv.shape[0], wv.shape[0]

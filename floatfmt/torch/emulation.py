@@ -27,6 +27,14 @@ In backward, with ``g`` the output gradient (M x N):
 5. ``grad_b = ff.sum(g, "fp32", acc_fmt="fp32", order="pairwise", axis=0,
    out_fmt=r.wgrad_fmt)``.
 
+Rowwise scaling (``granularity="rowwise"``, torchao's AXISWISE, preset ``"fp8_rowwise"``):
+every operand gets one scale per row along the axis its GEMM reduces over (x per row and
+W per output channel in forward; in backward g, W, x quantised again along each GEMM's
+K, the weight gradient computed as ``g.T @ x`` as torchao does); the codes' products are
+summed to the fp32 accumulator as above and the epilogue is the rowwise one of
+``torch._scaled_mm``'s CUTLASS kernel, ``fp32(s_a[m] * fp32(s_b[n] * acc))``
+(``_rowwise_gemm``).  Linear and matmul GEMMs only (convolutions: NotImplementedError).
+
 With ``gemm="fast"`` (``fast_gemm``) steps 2 and 4 sum the same operands with torch's
 float32 ``matmul`` instead of the model, then apply the same epilogue in IEEE float32
 and the same output rounding; step 5 is torch's float32 sum, rounded once.
@@ -73,7 +81,7 @@ from ..arith.matrixunit.tensorcore import TensorCoreModel, get_model
 from .recipe import Recipe, get_recipe
 from .nvfp4_operands import nvfp4_te_values
 
-__all__ = ["matmul", "unscale_grads", "Operand", "quantize_operand", "gemm", "fast_gemm",
+__all__ = ["matmul", "unscale_grads", "Operand", "quantize_operand", "requantized", "gemm", "fast_gemm",
            "linear_forward", "linear_backward", "matmul_forward", "matmul_backward",
            "values_of", "as_dtype"]
 
@@ -102,11 +110,37 @@ def as_dtype(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 # ------------------------------------------------------------------ operands and GEMMs
 @dataclass
 class Operand:
-    """The values a matrix unit reads (a float64 tensor), their tensor scale, and their format."""
+    """The values a matrix unit reads (a float64 tensor), their tensor scale, and their format.
+    Rowwise scaling (``granularity="rowwise"``): ``scale`` is a float64 tensor shaped like
+    ``values`` with the reduction axis of size 1 (one scale a row along K)."""
 
     values: torch.Tensor
-    scale: float
+    scale: Any
     fmt: str
+
+    def t(self) -> "Operand":
+        """The operand with its last two axes swapped (a rowwise scale with them)."""
+        sc = self.scale.transpose(-1, -2) if isinstance(self.scale, torch.Tensor) else self.scale
+        return Operand(self.values.transpose(-1, -2), sc, self.fmt)
+
+
+def requantized(r: Recipe) -> bool:
+    """Whether backward GEMMs quantise their operands again along their own reduction axis
+    (block scaling and rowwise scaling) rather than reuse the forward's."""
+    return r.scaling == "block" or r.granularity == "rowwise"
+
+
+def _rowwise(v: torch.Tensor, fmt: str, axis: int, opts: dict) -> Operand:
+    """One scale per row along ``axis`` (every other index): ``ff.quantize`` per channel of
+    ``v`` with ``axis`` moved last and the other axes flattened to rows."""
+    ax = axis % v.ndim
+    vm = v.movedim(ax, -1)
+    q = quantize(vm.reshape(-1, vm.shape[-1]), fmt, granularity="channel", axis=0, **opts)
+    e: Any = q.elements
+    sc: Any = q.scale
+    scale = torch.as_tensor(sc, dtype=torch.float64, device=v.device)
+    return Operand(e.to(torch.float64).reshape(vm.shape).movedim(-1, ax),
+                   scale.reshape(vm.shape[:-1] + (1,)).movedim(-1, ax), fmt)
 
 
 def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
@@ -131,6 +165,8 @@ def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
         ts = 1.0 if q.tensor_scale is None else float(q.tensor_scale)
         d: Any = q.dequantize(torch.float64)
         return Operand(d / ts if ts != 1.0 else d, ts, fmt)  # exact: ts is a factor of d
+    if r.granularity == "rowwise":
+        return _rowwise(v, fmt, axis, opts)
     if r.scaling == "delayed" and state is not None:
         q = state.quantize(name, v, role, **opts)
     else:  # "tensor", or a delayed recipe without state: current amax
@@ -159,6 +195,8 @@ def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
         fmt = _union_name(a.fmt, b.fmt)
         m = get_model(model, a.fmt, r.acc_fmt)
         model = m.replace(name=f"{m.name}x{b.fmt}", fmt=fmt)
+    if isinstance(a.scale, torch.Tensor) or isinstance(b.scale, torch.Tensor):
+        return _rowwise_gemm(a, b, r, fmt, model, out_fmt, c)
     alpha = 1.0 if a.scale == 1.0 and b.scale == 1.0 else \
         float(cast(a.scale * b.scale, "fp32"))  # exact product of two fp32, rounded once
     kw: dict[str, Any] = dict(acc_fmt=r.acc_fmt, out_fmt=out_fmt, model=model)
@@ -171,6 +209,32 @@ def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
     if r.gemm == "fast":
         return fast_gemm(a.values, b.values, alpha, c, out_fmt)
     return ff_matmul(a.values, b.values, fmt, **kw).to(torch.float64)
+
+
+def _rowwise_gemm(a: Operand, b: Operand, r: Recipe, fmt: str, model: Any, out_fmt: str,
+                  c: torch.Tensor | None) -> torch.Tensor:
+    """The GEMM of rowwise-scaled operands: the codes' products summed as ``gemm`` sums them
+    (the model / accumulator, or ``gemm="fast"``'s BLAS) to the fp32 accumulator, then the
+    epilogue of torch._scaled_mm's rowwise CUTLASS kernel (``RowwiseScaledMM.cu``, FBGEMM's
+    ``f8f8bf16_rowwise``: ``EVTCompute0 = WScale * Accum``, then ``XScale * EVTCompute0``,
+    each an fp32 multiply rounded to nearest): ``fp32(s_a[m] * fp32(s_b[n] * acc))``; then
+    ``c`` (bias) as in ``gemm``: ``fp32(c_out + .)`` with ``c`` cast to ``out_fmt`` first,
+    and one rounding to ``out_fmt``."""
+    if r.gemm == "fast":
+        acc = fast_gemm(a.values, b.values, 1.0, None, "fp32")
+    else:
+        kw: dict[str, Any] = dict(acc_fmt=r.acc_fmt, out_fmt="fp32", model=model)
+        if model is None:
+            kw["order"] = r.order
+        acc = ff_matmul(a.values, b.values, fmt, **kw).to(torch.float64)
+    y: Any = acc
+    for s in (b.scale, a.scale):  # the column (W) scale first, then the row (x) scale
+        if isinstance(s, torch.Tensor) or s != 1.0:
+            y = ff_mul(s, y, "fp32")
+    if c is not None:
+        y = ff_add(cast(c, out_fmt, dtype=torch.float64), y, "fp32")
+    out: Any = cast(y, out_fmt, dtype=torch.float64)
+    return out
 
 
 _ML_DTYPES = ("bf16", "fp16")
@@ -219,14 +283,14 @@ def linear_forward(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, r: 
     qx = quantize_operand(x, r.fwd_fmt, r, -1, state, "input")
     qw = quantize_operand(w, r.fwd_fmt, r, -1, state, "weight")
     c = None if b is None else b.to(torch.float64).expand(x.shape[0], w.shape[0])
-    return gemm(qx, Operand(qw.values.T, qw.scale, qw.fmt), r, r.out_fmt, c), qx, qw
+    return gemm(qx, qw.t(), r, r.out_fmt, c), qx, qw
 
 
 def linear_backward(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, qx: Operand, qw: Operand,
                     r: Recipe, state: Any = None, need_x: bool = True, need_b: bool = True
                     ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
     """Backward of an emulated Linear: (grad_x, grad_W, grad_b) from g (M x N)."""
-    block = r.scaling == "block"
+    block = requantized(r)
     qg = quantize_operand(g, r.bwd_fmt, r, -1, state, "grad_output", "backward")
     gx = None
     if need_x:
@@ -234,7 +298,7 @@ def linear_backward(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, qx: Opera
         gx = gemm(qg, wq, r, r.out_fmt)
     gq = quantize_operand(g, r.bwd_fmt, r, 0, None, "", "backward") if block else qg
     xq = quantize_operand(x, r.fwd_fmt, r, 0) if block else qx
-    gw = gemm(Operand(gq.values.T, gq.scale, gq.fmt), xq, r, r.wgrad_fmt)
+    gw = gemm(gq.t(), xq, r, r.wgrad_fmt)
     gb = None
     if need_b:
         gb = ff_sum(g, "fp32", acc_fmt="fp32", order="pairwise", axis=0,
@@ -259,13 +323,13 @@ def matmul_backward(g: torch.Tensor, a: torch.Tensor, b: torch.Tensor, qa: Opera
                     r: Recipe) -> tuple[torch.Tensor, torch.Tensor]:
     """(grad_a, grad_b) of the functional ``matmul``: g @ b^T (reduces over N) and a^T @ g
     (over M), both rounded to ``out_fmt``."""
-    block = r.scaling == "block"
+    block = requantized(r)
     qg = quantize_operand(g, r.bwd_fmt, r, -1, None, "", "backward")
     bq = quantize_operand(b, r.fwd_fmt, r, -1) if block else qb
-    ga = gemm(qg, Operand(_t(bq.values), bq.scale, bq.fmt), r, r.out_fmt)
+    ga = gemm(qg, bq.t(), r, r.out_fmt)
     gq = quantize_operand(g, r.bwd_fmt, r, -2, None, "", "backward") if block else qg
     aq = quantize_operand(a, r.fwd_fmt, r, -2) if block else qa
-    gb = gemm(Operand(_t(aq.values), aq.scale, aq.fmt), gq, r, r.out_fmt)
+    gb = gemm(aq.t(), gq, r, r.out_fmt)
     return ga, gb
 
 

@@ -37,7 +37,12 @@ A ``Recipe`` says, for each ``nn.Linear`` (and each ``floatfmt.torch.matmul``):
   per-tensor scales (``"exact"``, or Transformer Engine's / torchao's ``"te"`` /
   ``"torchao"``: ``floatfmt.scaling.scale_convention``), and ``grad_rounding``: how the output
   gradient is rounded into ``bwd_fmt`` (``"stochastic"``: stochastic rounding of
-  gradients, as FP4 training recipes do).
+  gradients, as FP4 training recipes do);
+* ``granularity`` of current scaling (``scaling="tensor"``): ``"tensor"`` (one scale an
+  operand) or ``"rowwise"`` (torchao's ``ScalingGranularity.AXISWISE``: one scale per
+  row along the axis each GEMM reduces over, applied in the epilogue as an outer
+  product: ``floatfmt.torch.emulation``), and ``pow2_scale`` (scales rounded down to
+  powers of two, torchao's ``round_scales_to_power_of_2``).
 
 A user's own recipe is ``Recipe(name=..., ...)`` or ``get_recipe("bf16").replace(...)``.
 
@@ -68,6 +73,8 @@ __all__ = ["Recipe", "RECIPES", "SCALINGS", "POLICIES", "GEMMS", "get_recipe", "
 SCALINGS = ("none", "tensor", "delayed", "block")
 #: ``grad_rounding`` values.
 GRAD_ROUNDINGS = ("nearest_even", "stochastic")
+#: ``granularity`` values (current scaling): one scale an operand, or one a row along K.
+GRANULARITIES = ("tensor", "rowwise")
 
 #: Op policies (``floatfmt.torch.policy``) and GEMM modes a recipe may name.
 POLICIES = ("autocast", "pure")
@@ -105,6 +112,9 @@ class Recipe:
         tiles (one E4M3 scale each), so ``W`` and ``W.T`` quantise alike.
     wgrad_rht : NVFP4 with ``scale_convention="te"``: the random Hadamard transform
         (``floatfmt.scaling.hadamard``) on both inputs of each weight-gradient GEMM.
+    granularity : ``scaling="tensor"``: ``"tensor"`` (the default) or ``"rowwise"`` (one
+        scale per row of each operand along the GEMM's reduction axis, in every GEMM).
+    pow2_scale : ``scaling="tensor"``: each scale a power of two (``ff.quantize``'s ``pow2_scale``).
     keep_first, keep_last : that many of the model's first and last GEMM layers (modules
         with a weight of two or more dimensions, in ``model.modules()`` order) run under
         ``high_precision`` instead (``emulate``).
@@ -136,6 +146,8 @@ class Recipe:
     keep_first: int = 0
     keep_last: int = 0
     high_precision: str = "bf16"
+    granularity: str = "tensor"  # branch nvq: rowwise FP8 (torchao's AXISWISE)
+    pow2_scale: bool = False
 
     def __post_init__(self) -> None:
         if self.scaling not in SCALINGS:
@@ -195,6 +207,11 @@ class Recipe:
                 raise ValueError(f"{what} must be a non-negative integer, not {n!r}")
         if self.grad_rounding not in GRAD_ROUNDINGS:
             raise unknown_name("grad_rounding", self.grad_rounding, GRAD_ROUNDINGS)
+        if self.granularity not in GRANULARITIES:
+            raise unknown_name("granularity", self.granularity, GRANULARITIES)
+        if (self.granularity != "tensor" or self.pow2_scale) and self.scaling != "tensor":
+            raise ValueError("granularity='rowwise' and pow2_scale apply to current scaling "
+                             f"(scaling='tensor'), not scaling={self.scaling!r}")
 
     def operand_options(self, role: str = "forward") -> dict:
         """The options ``ff.quantize`` (block / tensor scaling) or ``ff.cast``
@@ -211,6 +228,8 @@ class Recipe:
             opts["scale_rounding"] = self.scale_rounding
         if self.scale_convention != "exact" and self.scaling == "tensor":
             opts["scale_convention"] = self.scale_convention
+        if self.pow2_scale:
+            opts["pow2_scale"] = True
         if role == "backward" and self.grad_rounding != "nearest_even":
             opts["rounding"] = self.grad_rounding
         return opts
@@ -264,6 +283,12 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            out_fmt="bf16", wgrad_fmt="bf16",
            description="FP8 without scaling: values cast as they are (E4M3 overflows to NaN past "
                        "448, small E5M2 gradients flush to zero)"),
+    Recipe("fp8_rowwise", fwd_fmt="fp8_e4m3", bwd_fmt="fp8_e4m3", scaling="tensor",
+           granularity="rowwise", pow2_scale=True, scale_convention="torchao", model="h100",
+           out_fmt="bf16", wgrad_fmt="bf16",
+           description="torchao Float8LinearConfig.from_recipe_name('rowwise'): E4M3 everywhere, "
+                       "one power-of-two scale per row along each GEMM's K (AXISWISE), "
+                       "torchao's scale arithmetic, H100 FP8 tensor cores, rowwise epilogue"),
     Recipe("mxfp8", fwd_fmt="mxfp8_e4m3", bwd_fmt="mxfp8_e4m3", scaling="block", out_fmt="bf16",
            wgrad_fmt="bf16",
            description="OCP MXFP8 (E4M3 elements everywhere, as Transformer Engine's MXFP8 recipe), "
