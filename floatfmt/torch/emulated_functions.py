@@ -116,7 +116,7 @@ def _t(a: torch.Tensor) -> torch.Tensor:
 
 
 def _scaled(q: Operand, extra: float) -> Operand:
-    return q if extra == 1.0 else Operand(q.values, q.scale * extra, q.fmt)
+    return q.times(extra)
 
 
 @contextlib.contextmanager
@@ -172,14 +172,14 @@ class GemmFunction(torch.autograd.Function):
                     qg = _quant(g, r.bwd_fmt, s, -1, None, "backward", rht=True)
                 bq = _quant(bv, r.fwd_fmt, s, -1, None, weight=s.weight_b,
                             rht=s.weight_a) if block else qb
-                ga = gemm(_scaled(qg, s.alpha), Operand(_t(bq.values), bq.scale, bq.fmt), r, s.grad_a_fmt)
+                ga = gemm(_scaled(qg, s.alpha), bq.mT, r, s.grad_a_fmt)
                 ga = as_dtype(_sum_to(ga, av.shape), ad)
                 s.em.report.emulated(s.kind, "backward", s.flops)
             if need_b:  # a^T @ g: reduces over M
                 gq = _quant(g, r.bwd_fmt, s, -2, None, "backward", rht=s.weight_b) if block else qg
                 aq = _quant(av, r.fwd_fmt, s, -2, None, weight=s.weight_a,
                             rht=s.weight_b) if block else qa
-                gb = gemm(_scaled(Operand(_t(aq.values), aq.scale, aq.fmt), s.alpha), gq, r, s.grad_b_fmt)
+                gb = gemm(_scaled(aq.mT, s.alpha), gq, r, s.grad_b_fmt)
                 gb = as_dtype(_sum_to(gb, bv.shape), bd)
                 s.em.report.emulated(s.kind, "backward", s.flops)
             if need_c and cm is not None:
@@ -272,7 +272,7 @@ class ConvFunction(torch.autograd.Function):
                 else:
                     assert qg is not None
                     gq, aq = Operand(gmat(qg.values), qg.scale, qg.fmt), qa
-                gw = gemm(Operand(_t(aq.values), aq.scale, aq.fmt), gq, r, s.grad_b_fmt)  # (G, K, O/G)
+                gw = gemm(aq.mT, gq, r, s.grad_b_fmt)  # (G, K, O/G)
                 gw = as_dtype(_t(gw).reshape(wv.shape), wd)
                 s.em.report.emulated(s.kind, "backward", s.flops)
             if ctx.needs_input_grad[0]:  # dgrad: g stuffed, padded, with the flipped weights
