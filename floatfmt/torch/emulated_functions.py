@@ -110,6 +110,12 @@ class GemmSpec:
     weight_a: bool = False  # branch nvfp4: a (b) is a weight (2-D NVFP4 tiles)
     weight_b: bool = False
 
+    @property
+    def amax_reduction(self) -> Any:
+        """``scaling="tensor"`` with ``emulate``'s ``amax_group``: the amax reduction of the
+        activation and gradient operands (weights keep their own: floatfmt.torch.distributed)."""
+        return self.em.amax_reduction if self.r.scaling == "tensor" else None
+
 
 def _t(a: torch.Tensor) -> torch.Tensor:
     return a.transpose(-1, -2)
@@ -132,7 +138,8 @@ def no_autocast(t: torch.Tensor) -> Iterator[None]:
 def _quant(v: torch.Tensor, fmt: str, s: GemmSpec, axis: int, name: str | None,
            role: str = "forward", weight: bool = False, rht: bool = False) -> Operand:
     return quantize_operand(v, fmt, s.r, axis, s.ds if name else None, name or "", role,
-                            weight=weight, rht=rht)
+                            weight=weight, rht=rht,
+                            amax_reduction=None if weight else s.amax_reduction)
 
 
 # ------------------------------------------------------------------ autograd Functions

@@ -42,9 +42,19 @@ modelling choice).
 Delayed scaling keeps one ``ff.DelayedScaling`` per weight (tensors ``"input"``,
 ``"weight"``, ``"grad_output"``); its ``update()`` runs at the end of each backward
 that uses the weight (or call ``update_scales(model)``).  Under DDP every rank keeps its own
-history (Transformer Engine reduces amax across ranks; this does not).  The
-functional ``matmul`` has no state: a delayed recipe scales its operands from their
+history unless ``emulate(..., amax_group=)`` reduces the amaxes over the ranks, as
+Transformer Engine does; with ``scaling="tensor"`` that group max-reduces the current
+amax of every activation and output gradient operand (``floatfmt.torch.distributed``).
+The functional ``matmul`` has no state: a delayed recipe scales its operands from their
 current amax.
+
+Block recipes with a block-scaled unit (``model="b200"``, ``"b200_mxf4nvf4"``, a preset
+such as ``"b200/mxfp8_e4m3"``): each GEMM's operands are quantised along its K as above,
+and steps 2 and 4 run on the unit, ``block_unit_gemm``: the elements and block scales
+through ``tensorcore.block_scaled_mma`` from a zero accumulator (E5M2 gradients times
+E4M3 weights: operands of two formats, which ``kind::mxf8f6f4`` takes), then the same
+epilogue, ``alpha = fp32(s_a * s_b)`` being NVFP4's tensor scales (1 for MX).
+``gemm="fast"`` sums the dequantised operands by the BLAS instead.
 
 The numbers are computed by floatfmt's tensor functions (``ff.cast``, ``ff.quantize``,
 ``ff.matmul``, ``ff.sum``) on the tensors themselves, which ``floatfmt.backend.dispatch`` sends
@@ -74,6 +84,7 @@ from ..scaling.quantize import quantize
 from ..arith.matrixunit.gemm import epilogue
 from ..arith.matrixunit.tensorcore import TensorCoreModel, block_scaled_mma, get_model
 from .recipe import Recipe, get_recipe
+from .distributed import quantize_reduced
 from .nvfp4_operands import nvfp4_te_values
 
 __all__ = ["matmul", "unscale_grads", "Operand", "quantize_operand", "gemm", "fast_gemm",
@@ -129,13 +140,16 @@ class Operand:
 
 def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
                      state: Any = None, name: str = "", role: str = "forward", *,
-                     weight: bool = False, rht: bool = False) -> Operand:
+                     weight: bool = False, rht: bool = False,
+                     amax_reduction: Any = None) -> Operand:
     """``v`` brought into ``fmt`` by ``r.scaling`` (``axis``: the GEMM's reduction axis,
     used by block scaling; ``state``: an ``ff.DelayedScaling`` for ``"delayed"``; the
     recipe's quantiser options: ``r.operand_options(role)``).  NVFP4 by Transformer
     Engine's convention (``scale_convention="te"``): ``floatfmt.torch.nvfp4_operands``
     (``weight``: ``v`` is a weight, for 2-D tiles; ``rht``: an input of a weight-gradient
-    GEMM, for the Hadamard transform)."""
+    GEMM, for the Hadamard transform).  ``amax_reduction`` (``scaling="tensor"``): the
+    amax of ``v`` is replaced by what it returns before the scale is computed
+    (``floatfmt.torch.distributed.quantize_reduced``)."""
     if r.scaling == "block" and fmt == "nvfp4" and r.scale_convention == "te":  # branch nvfp4
         vals, ts = nvfp4_te_values(v, r, axis, role, weight, rht)
         return Operand(vals, ts, fmt)
@@ -154,6 +168,9 @@ def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
             sc: Any = q.scale
             blocks = (e.to(torch.float64), sc.to(torch.float64))
         return Operand(d / ts if ts != 1.0 else d, ts, fmt, blocks)  # exact: ts is a factor of d
+    if r.scaling == "tensor" and amax_reduction is not None:  # one amax over the ranks
+        el, sc = quantize_reduced(v, fmt, amax_reduction, **opts)
+        return Operand(el.to(torch.float64), float(sc), fmt)
     if r.scaling == "delayed" and state is not None:
         q = state.quantize(name, v, role, **opts)
     else:  # "tensor", or a delayed recipe without state: current amax
