@@ -169,8 +169,8 @@ def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
             blocks = (e.to(torch.float64), sc.to(torch.float64))
         return Operand(d / ts if ts != 1.0 else d, ts, fmt, blocks)  # exact: ts is a factor of d
     if r.scaling == "tensor" and amax_reduction is not None:  # one amax over the ranks
-        el, sc = quantize_reduced(v, fmt, amax_reduction, **opts)
-        return Operand(el.to(torch.float64), float(sc), fmt)
+        er, sr = quantize_reduced(v, fmt, amax_reduction, **opts)
+        return Operand(er.to(torch.float64), float(sr), fmt)
     if r.scaling == "delayed" and state is not None:
         q = state.quantize(name, v, role, **opts)
     else:  # "tensor", or a delayed recipe without state: current amax

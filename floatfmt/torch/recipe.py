@@ -18,7 +18,9 @@ A ``Recipe`` says, for each ``nn.Linear`` (and each ``floatfmt.torch.matmul``):
 
 * the GEMM: a tensor-core ``model`` (a GPU name such as ``"h100"``, or a
   ``TensorCoreModel``) or, with ``model=None``, an ``acc_fmt`` accumulator summed in
-  ``order`` (``ff.matmul``'s rules);
+  ``order`` (``ff.matmul``'s rules); block recipes take a block-scaled unit
+  (``"b200"``, ``"b200_mxf4nvf4"``: ``ff.block_scaled_matmul``'s models; ``fwd_fmt`` and
+  ``bwd_fmt`` may differ where the unit mixes them, as ``kind::mxf8f6f4`` does MX formats);
 * the output formats: ``out_fmt`` for the forward output and the input gradient,
   ``wgrad_fmt`` for the weight (and bias) gradient;
 * ``loss_scaling``: whether the recipe expects the loss to be scaled (fp16); the
@@ -226,6 +228,7 @@ def check_block_unit(r: "Recipe") -> None:
     ``TensorCoreModel``) taking ``fwd_fmt``, and ``bwd_fmt`` with it where they differ (the
     backward GEMMs multiply a ``bwd_fmt`` gradient by a ``fwd_fmt`` operand:
     ``tensorcore.mixed_block_format``); it accumulates in fp32 and fixes the order."""
+    assert r.model is not None
     get_block_model(r.model, r.fwd_fmt)  # raises, listing the block-scaled models
     if r.bwd_fmt != r.fwd_fmt:
         unit = r.model if isinstance(r.model, TensorCoreModel) else str(r.model).partition("/")[0]
