@@ -513,7 +513,7 @@ NO_ARRAY_INPUT = {
     "master_weights_demo": "takes scalars (a fixed demonstration)",
     "C_ENTRIES": "a constant", "BITORDERS": "a constant", "RECIPES": "a constant",
     "PROMOTIONS": "a constant", "get_recipe": "takes a recipe name",
-    "get_block_model": "takes a model name",
+    "get_block_model": "takes a model name", "mixed_block_format": "takes format names",
     "matmul_shapes": "takes shapes", "mma_shapes": "takes shapes",
     "check_int_operands": "takes a model and two flags",
     "get_num_threads": "no arguments", "set_num_threads": "takes a thread count",

@@ -23,10 +23,27 @@ REF_RECIPES = [n for n in RECIPES if n not in ("nvfp4_training", "fp8_rowwise")]
 
 
 # ------------------------------------------------------------------ the reference, by hand
+class RawBlock:
+    """An operand for the block-scaled unit: the data and the axis ``ff.quantize`` blocks
+    it along (``.T`` transposes both), quantised by ``ref_gemm`` itself."""
+
+    def __init__(self, v, fmt, axis):
+        self.v, self.fmt, self.axis = v, fmt, axis
+
+    @property
+    def T(self):
+        return RawBlock(self.v.T, self.fmt, 1 - self.axis % 2)
+
+    def q(self):
+        return ff.quantize(self.v, self.fmt, axis=self.axis)
+
+
 def ref_operand(v, fmt, r, axis, ds=None, name="", role="forward"):
     """(values the unit reads, tensor scale) by the recipe's scaling rule."""
     if r.scaling == "none":
         return np.asarray(ff.cast(v, fmt, dtype=np.float64), np.float64), 1.0
+    if r.scaling == "block" and r.model is not None:  # the block-scaled unit (b200)
+        return RawBlock(v, fmt, axis), None
     if r.scaling == "block":
         q = ff.quantize(v, fmt, axis=axis)
         ts = q.tensor_scale if q.tensor_scale is not None else 1.0
@@ -37,6 +54,11 @@ def ref_operand(v, fmt, r, axis, ds=None, name="", role="forward"):
 
 def ref_gemm(a, fa, b, fb, r, out_fmt, c=None):
     (av, sa), (bv, sb) = a, b
+    if isinstance(av, RawBlock):  # ff.block_scaled_matmul (NVFP4's tensor scales inside),
+        res = ff.block_scaled_matmul(av.q(), bv.q(), model=r.model)  # then c and out_fmt
+        if c is not None:
+            res = ff.add(res, ff.cast(c, out_fmt), "fp32")
+        return ff.cast(res, out_fmt)
     alpha = float(ff.cast(sa * sb, "fp32"))
     kw = dict(acc_fmt=r.acc_fmt, out_fmt=out_fmt, alpha=alpha)
     if c is not None:
@@ -135,7 +157,8 @@ def test_outputs_are_values_of_the_output_format_and_near_fp32():
     want = model(x).detach().numpy()
     tol = {"fp32": 1e-6, "tf32": 1e-2, "bf16": 3e-2, "fp16": 3e-3, "bf16_pure": 3e-2,
            "fp16_pure": 3e-3, "fp8_tensorwise": 0.3, "fp8_rowwise": 0.3,
-           "fp8_unscaled": 0.3, "mxfp8": 0.3, "nvfp4": 1.5, "mxfp4": 1.5, "nvfp4_training": 1.5}
+           "fp8_unscaled": 0.3, "mxfp8": 0.3, "nvfp4": 1.5, "mxfp4": 1.5, "nvfp4_training": 1.5,
+           "mxfp8_b200": 0.3, "mxfp4_b200": 1.5, "nvfp4_b200": 1.5}
     for name in RECIPES:
         with fft.emulating(model, name):
             got = model(x).detach().numpy()
@@ -248,7 +271,7 @@ def test_bad_input():
         fft.Recipe("mine", fwd_fmt="mxfp8", scaling="tensor")
     with pytest.raises(ValueError, match="mxfp8"):  # an unknown block format lists the close ones
         fft.Recipe("mine", fwd_fmt="mxfp9", bwd_fmt="mxfp8", scaling="block")
-    with pytest.raises(ValueError, match="not modelled"):
+    with pytest.raises(ValueError, match="block-scaled model 'h100/mxfp8_e4m3'.*b200/mxfp8_e4m3"):
         fft.Recipe("mine", fwd_fmt="mxfp8", bwd_fmt="mxfp8", scaling="block", model="h100")
     with pytest.raises(ValueError, match="no wider than fp32"):
         fft.Recipe("mine", out_fmt="fp64")

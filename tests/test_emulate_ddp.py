@@ -1,7 +1,9 @@
 """An emulated model under torch.distributed DDP: two CPU processes (gloo) started by
 torch.multiprocessing.spawn train a bf16-emulated and an fp8_tensorwise-emulated MLP on
 different data; after every step both ranks hold identical parameters, and the loss falls;
-with ``amax_group`` the delayed-scaling amaxes are reduced over the ranks (TE's fp8_group)."""
+with ``amax_group`` the delayed-scaling amaxes are reduced over the ranks (TE's fp8_group),
+and so are the current-scaling amaxes of activations and gradients (TE's
+amax_reduction_group), weights excepted."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ def _worker(rank: int, world: int, port: int, recipes: list, out_dir: str) -> No
         for recipe in recipes:
             _train(rank, recipe, out_dir)
         _amax(rank, out_dir)
+        _current(rank, out_dir)
     finally:
         dist.destroy_process_group()
 
@@ -146,3 +149,67 @@ def test_amax_reduction_is_checked_and_applied_in_name_order():
         fft.emulate(torch.nn.Linear(2, 2), "fp8_tensorwise", amax_group="world")
     with pytest.raises(RuntimeError, match="not initialised"):
         fft.amax_all_reduce()([1.0])
+
+
+def _current(rank: int, out_dir: str) -> None:
+    """Current scaling (scaling="tensor") under DDP, with and without ``amax_group``: one
+    forward and backward; every operand quantisation is recorded (whether its amax was
+    reduced, its format, its raw local amax by torch, the scale it got)."""
+    import floatfmt.torch as fft
+    import floatfmt.torch.emulated_functions as ef
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    recipe = fft.Recipe("fp8_current", fwd_fmt="fp8_e4m3", bwd_fmt="fp8_e5m2", scaling="tensor",
+                        model="h100", out_fmt="bf16", wgrad_fmt="bf16")
+    pg = dist.new_group()
+    seen: list = []
+    real = ef.quantize_operand
+
+    def spy(v, fmt, r, axis, *args, **kw):
+        op = real(v, fmt, r, axis, *args, **kw)
+        seen.append((kw.get("amax_reduction") is not None, fmt, float(v.abs().max()), op.scale))
+        return op
+
+    ef.quantize_operand = spy
+    out = {}
+    try:
+        for reduced in (False, True):
+            torch.manual_seed(0)
+            model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+            fft.emulate(model, recipe, amax_group=pg if reduced else None)
+            ddp = DDP(model)
+            g = torch.Generator().manual_seed(11 + rank)
+            x = torch.randn(16, 8, generator=g) * (1 + 3 * rank)  # rank 1: 4x the range
+            seen.clear()
+            (ddp(x) ** 2).mean().backward()
+            out[reduced] = list(seen)
+    finally:
+        ef.quantize_operand = real
+    torch.save(out, os.path.join(out_dir, f"current_rank{rank}.pt"))
+
+
+def test_current_scaling_amax_group_gives_every_rank_the_scale_of_the_max_amax(runs):
+    """With ``amax_group``: every activation and gradient operand (4 of the 6 quantisations
+    of a 2-layer MLP's step) gets, on both ranks, the scale fp32(max(amax_0, amax_1) / max)
+    computed here from the two ranks' raw amaxes by exact rational rounding; weights keep
+    their own amax.  Without it every scale is the rank's own, and the inputs' differ."""
+    from tests.oracles.matrixunit_slow import Fraction, to_fp32
+    top = {"fp8_e4m3": 448, "fp8_e5m2": 57344}
+
+    def scale(amax, fmt):
+        return to_fp32(Fraction(amax) / top[fmt], "rne")
+
+    r0, r1 = (torch.load(runs / f"current_rank{i}.pt") for i in range(2))
+    assert len(r0[True]) == len(r1[True]) == 6
+    reduced = 0
+    for (red, fmt, a0, s0), (red1, fmt1, a1, s1) in zip(r0[True], r1[True]):
+        assert (red, fmt) == (red1, fmt1)
+        if red:
+            reduced += 1
+            assert s0 == s1 == scale(max(a0, a1), fmt), (fmt, a0, a1, s0, s1)
+        else:  # a weight: its own amax (equal on both ranks: DDP broadcast rank 0's)
+            assert s0 == scale(a0, fmt) and s1 == scale(a1, fmt)
+    assert reduced == 4
+    for r in (r0, r1):  # no group: each rank its own amax
+        assert all(not red and s == scale(a, fmt) for red, fmt, a, s in r[False])
+    assert r0[False][0][3] != r1[False][0][3]  # the first layer's inputs: 4x the range

@@ -395,14 +395,48 @@ def test_block_scaled_matmul_errors():
         ff.block_scaled_matmul(A, B)
     with pytest.raises(ValueError, match="K axis"):
         ff.block_scaled_matmul(ff.quantize(A, "mxfp8_e4m3", axis=0), B, "mxfp8_e4m3")
-    with pytest.raises(ValueError, match="mxfp6_e2m3"):
-        ff.block_scaled_matmul(ff.quantize(A, "mxfp8_e4m3"), ff.quantize(B, "mxfp6_e2m3", axis=0))
+    with pytest.raises(ValueError, match="nvfp4 operand.*mixes with: mxfp4_e2m1"):
+        ff.block_scaled_matmul(ff.quantize(A, "mxfp8_e4m3"), ff.quantize(B, "nvfp4", axis=0))
+    with pytest.raises(ValueError, match="no mxfp8_e4m3 operands; it takes mxfp4_e2m1, nvfp4"):
+        ff.block_scaled_matmul(ff.quantize(A, "mxfp4_e2m1"), ff.quantize(B, "mxfp8_e4m3", axis=0),
+                               model="b200_mxf4nvf4")
     with pytest.raises(ValueError, match="Did you mean"):
         ff.block_scaled_matmul(A, B, "mxfp8_e4m3", model="b20")
     with pytest.raises(ValueError, match="shapes"):
         block_scaled_mma(A, np.ones((2, 1)), B, np.ones((2, 3)), 0.0, "b200", "mxfp8_e4m3")
     with pytest.raises(ValueError, match="takes mxfp8_e4m3"):
         get_block_model("b200/mxfp8_e4m3", "nvfp4")
+
+
+MIXED = [("mxfp8_e4m3", "mxfp8_e5m2"), ("mxfp8_e5m2", "mxfp8_e4m3"), ("mxfp8_e4m3", "mxfp4_e2m1"),
+         ("mxfp6_e2m3", "mxfp6_e3m2")]
+
+
+@pytest.mark.parametrize("fa,fb", MIXED)
+def test_mixed_mx_operands_equal_slow_model(fa, fb, n=80):
+    """kind::mxf8f6f4 with A and B of two MX formats: each element read in its own format,
+    against the slow model given B's format; reading B in A's format instead (the slow
+    model's b_fmt=A's) gives other results on some rows, so the inputs can tell."""
+    m = get_block_model("b200", fa)
+    mb = get_block_model("b200", fb)
+    rng = np.random.default_rng(zlib.crc32((fa + fb).encode()))
+    k = m.L + m.L // 2
+    a, b = _random(m.fmt, (n, k), rng), _random(mb.fmt, (n, k), rng)
+    # odd rows: B's subnormals only, whose exponent is B's emin (not A's, nor floor(log2|b|))
+    mbits, emin, _ = slow.FACTS[mb.fmt]
+    sub = rng.integers(1, 1 << mbits, (n // 2, k)) * rng.choice([-1.0, 1.0], (n // 2, k))
+    b[1::2] = np.ldexp(sub, emin - mbits)
+    nb = -(-k // m.scale_block)
+    sa, sb = (np.ldexp(1.0, rng.integers(-30, 31, (n, nb))) for _ in range(2))
+    c = _random("fp32", (n,), rng)
+    c[np.arange(n) % 2 == 0] = 0.0
+    fast = block_scaled_mma(a[:, None, :], sa[:, None, :], b[:, :, None], sb[:, :, None],
+                            c[:, None, None], "b200", fa, b_block_fmt=fb)[:, 0, 0]
+    ref = np.array([slow.dot(a[i], b[i], m, c[i], sa[i], sb[i], b_fmt=mb.fmt) for i in range(n)])
+    bad = ~_same(fast, ref)
+    assert not bad.any(), (fa, fb, int(bad.sum()))
+    wrong = np.array([slow.dot(a[i], b[i], m, c[i], sa[i], sb[i], b_fmt=m.fmt) for i in range(n)])
+    assert (~_same(fast, wrong)).any(), (fa, fb)
 
 
 # ----------------------------------------------------------------------------- random vs slow

@@ -110,13 +110,19 @@ class GemmSpec:
     weight_a: bool = False  # branch nvfp4: a (b) is a weight (2-D NVFP4 tiles)
     weight_b: bool = False
 
+    @property
+    def amax_reduction(self) -> Any:
+        """``scaling="tensor"`` with ``emulate``'s ``amax_group``: the amax reduction of the
+        activation and gradient operands (weights keep their own: floatfmt.torch.distributed)."""
+        return self.em.amax_reduction if self.r.scaling == "tensor" else None
+
 
 def _t(a: torch.Tensor) -> torch.Tensor:
     return a.transpose(-1, -2)
 
 
 def _scaled(q: Operand, extra: float) -> Operand:
-    return q if extra == 1.0 else Operand(q.values, q.scale * extra, q.fmt)
+    return q.times(extra)
 
 
 @contextlib.contextmanager
@@ -132,7 +138,8 @@ def no_autocast(t: torch.Tensor) -> Iterator[None]:
 def _quant(v: torch.Tensor, fmt: str, s: GemmSpec, axis: int, name: str | None,
            role: str = "forward", weight: bool = False, rht: bool = False) -> Operand:
     return quantize_operand(v, fmt, s.r, axis, s.ds if name else None, name or "", role,
-                            weight=weight, rht=rht)
+                            weight=weight, rht=rht,
+                            amax_reduction=None if weight else s.amax_reduction)
 
 
 # ------------------------------------------------------------------ autograd Functions
@@ -172,7 +179,7 @@ class GemmFunction(torch.autograd.Function):
                     qg = _quant(g, r.bwd_fmt, s, -1, None, "backward", rht=True)
                 bq = _quant(bv, r.fwd_fmt, s, -1, None, weight=s.weight_b,
                             rht=s.weight_a) if block else qb
-                ga = gemm(_scaled(qg, s.alpha), bq.t(), r, s.grad_a_fmt)
+                ga = gemm(_scaled(qg, s.alpha), bq.mT, r, s.grad_a_fmt)
                 ga = as_dtype(_sum_to(ga, av.shape), ad)
                 s.em.report.emulated(s.kind, "backward", s.flops)
             if need_b:  # a^T @ g: reduces over M
@@ -180,9 +187,9 @@ class GemmFunction(torch.autograd.Function):
                 aq = _quant(av, r.fwd_fmt, s, -2, None, weight=s.weight_a,
                             rht=s.weight_b) if block else qa
                 if r.granularity == "rowwise" and s.weight_b:  # torchao: grad_W = g.T @ x, so
-                    gb = gemm(gq.t(), _scaled(aq, s.alpha), r, s.grad_b_fmt).transpose(-1, -2)
+                    gb = gemm(gq.mT, _scaled(aq, s.alpha), r, s.grad_b_fmt).transpose(-1, -2)
                 else:  # the rowwise epilogue's row / column scales are g's / x's
-                    gb = gemm(_scaled(aq.t(), s.alpha), gq, r, s.grad_b_fmt)
+                    gb = gemm(_scaled(aq.mT, s.alpha), gq, r, s.grad_b_fmt)
                 gb = as_dtype(_sum_to(gb, bv.shape), bd)
                 s.em.report.emulated(s.kind, "backward", s.flops)
             if need_c and cm is not None:
@@ -278,7 +285,7 @@ class ConvFunction(torch.autograd.Function):
                 else:
                     assert qg is not None
                     gq, aq = Operand(gmat(qg.values), qg.scale, qg.fmt), qa
-                gw = gemm(Operand(_t(aq.values), aq.scale, aq.fmt), gq, r, s.grad_b_fmt)  # (G, K, O/G)
+                gw = gemm(aq.mT, gq, r, s.grad_b_fmt)  # (G, K, O/G)
                 gw = as_dtype(_t(gw).reshape(wv.shape), wd)
                 s.em.report.emulated(s.kind, "backward", s.flops)
             if ctx.needs_input_grad[0]:  # dgrad: g stuffed, padded, with the flipped weights

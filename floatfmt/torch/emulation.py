@@ -50,10 +50,19 @@ modelling choice).
 Delayed scaling keeps one ``ff.DelayedScaling`` per weight (tensors ``"input"``,
 ``"weight"``, ``"grad_output"``); its ``update()`` runs at the end of each backward
 that uses the weight (or call ``update_scales(model)``).  Under DDP every rank keeps its own
-history unless ``emulate(..., amax_group=group)`` reduces the amaxes over the ranks
-(Transformer Engine's ``fp8_group``; ``floatfmt.torch.distributed``).  The
-functional ``matmul`` has no state: a delayed recipe scales its operands from their
+history unless ``emulate(..., amax_group=)`` reduces the amaxes over the ranks, as
+Transformer Engine does; with ``scaling="tensor"`` that group max-reduces the current
+amax of every activation and output gradient operand (``floatfmt.torch.distributed``).
+The functional ``matmul`` has no state: a delayed recipe scales its operands from their
 current amax.
+
+Block recipes with a block-scaled unit (``model="b200"``, ``"b200_mxf4nvf4"``, a preset
+such as ``"b200/mxfp8_e4m3"``): each GEMM's operands are quantised along its K as above,
+and steps 2 and 4 run on the unit, ``block_unit_gemm``: the elements and block scales
+through ``tensorcore.block_scaled_mma`` from a zero accumulator (E5M2 gradients times
+E4M3 weights: operands of two formats, which ``kind::mxf8f6f4`` takes), then the same
+epilogue, ``alpha = fp32(s_a * s_b)`` being NVFP4's tensor scales (1 for MX).
+``gemm="fast"`` sums the dequantised operands by the BLAS instead.
 
 The numbers are computed by floatfmt's tensor functions (``ff.cast``, ``ff.quantize``,
 ``ff.matmul``, ``ff.sum``) on the tensors themselves, which ``floatfmt.backend.dispatch`` sends
@@ -69,19 +78,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import dataclasses
+
 import torch
 
+from ..core.block_formats import get_block_format
 from ..core.cast import cast
 from ..core.formats import get_format
 from ..arith.accumulate import matmul as ff_matmul, sum as ff_sum
 from ..backend.dispatch import host_kernels
 from ..arith.ops import add as ff_add, mul as ff_mul
 from ..scaling.quantize import quantize
-from ..arith.matrixunit.tensorcore import TensorCoreModel, get_model
+from ..arith.matrixunit.gemm import epilogue
+from ..arith.matrixunit.tensorcore import TensorCoreModel, block_scaled_mma, get_model
 from .recipe import Recipe, get_recipe
+from .distributed import quantize_reduced
 from .nvfp4_operands import nvfp4_te_values
 
 __all__ = ["matmul", "unscale_grads", "Operand", "quantize_operand", "requantized", "gemm", "fast_gemm",
+           "block_unit_gemm",
            "linear_forward", "linear_backward", "matmul_forward", "matmul_backward",
            "values_of", "as_dtype"]
 
@@ -112,16 +127,27 @@ def as_dtype(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 class Operand:
     """The values a matrix unit reads (a float64 tensor), their tensor scale, and their format.
     Rowwise scaling (``granularity="rowwise"``): ``scale`` is a float64 tensor shaped like
-    ``values`` with the reduction axis of size 1 (one scale a row along K)."""
+    ``values`` with the reduction axis of size 1 (one scale a row along K).  Block-scaled
+    operands of a recipe with a block-scaled unit also keep ``blocks``: (the elements, the
+    block scales) as ``ff.quantize(v, fmt, axis=k)`` lays them out (float64 tensors), which
+    the unit reads instead of ``values`` (``gemm``)."""
 
     values: torch.Tensor
     scale: Any
     fmt: str
+    blocks: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def t(self) -> "Operand":
-        """The operand with its last two axes swapped (a rowwise scale with them)."""
+    @property
+    def mT(self) -> "Operand":
+        """The operand with its last two axes swapped (values, a rowwise scale, and block
+        elements and scales alike)."""
+        b = None if self.blocks is None else tuple(t.transpose(-1, -2) for t in self.blocks)
         sc = self.scale.transpose(-1, -2) if isinstance(self.scale, torch.Tensor) else self.scale
-        return Operand(self.values.transpose(-1, -2), sc, self.fmt)
+        return Operand(self.values.transpose(-1, -2), sc, self.fmt, b)  # type: ignore[arg-type]
+
+    def times(self, extra: float) -> "Operand":
+        """The operand with its tensor scale multiplied by ``extra`` (exact: a GEMM's alpha)."""
+        return self if extra == 1.0 else dataclasses.replace(self, scale=self.scale * extra)
 
 
 def requantized(r: Recipe) -> bool:
@@ -145,13 +171,16 @@ def _rowwise(v: torch.Tensor, fmt: str, axis: int, opts: dict) -> Operand:
 
 def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
                      state: Any = None, name: str = "", role: str = "forward", *,
-                     weight: bool = False, rht: bool = False) -> Operand:
+                     weight: bool = False, rht: bool = False,
+                     amax_reduction: Any = None) -> Operand:
     """``v`` brought into ``fmt`` by ``r.scaling`` (``axis``: the GEMM's reduction axis,
     used by block scaling; ``state``: an ``ff.DelayedScaling`` for ``"delayed"``; the
     recipe's quantiser options: ``r.operand_options(role)``).  NVFP4 by Transformer
     Engine's convention (``scale_convention="te"``): ``floatfmt.torch.nvfp4_operands``
     (``weight``: ``v`` is a weight, for 2-D tiles; ``rht``: an input of a weight-gradient
-    GEMM, for the Hadamard transform)."""
+    GEMM, for the Hadamard transform).  ``amax_reduction`` (``scaling="tensor"``): the
+    amax of ``v`` is replaced by what it returns before the scale is computed
+    (``floatfmt.torch.distributed.quantize_reduced``)."""
     if r.scaling == "block" and fmt == "nvfp4" and r.scale_convention == "te":  # branch nvfp4
         vals, ts = nvfp4_te_values(v, r, axis, role, weight, rht)
         return Operand(vals, ts, fmt)
@@ -164,15 +193,26 @@ def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
         q = quantize(v, fmt, axis=axis, **opts)
         ts = 1.0 if q.tensor_scale is None else float(q.tensor_scale)
         d: Any = q.dequantize(torch.float64)
-        return Operand(d / ts if ts != 1.0 else d, ts, fmt)  # exact: ts is a factor of d
+        blocks = None
+        if r.model is not None:  # the block-scaled unit reads elements and block scales
+            e: Any = q.elements
+            sc: Any = q.scale
+            blocks = (e.to(torch.float64), sc.to(torch.float64))
+        return Operand(d / ts if ts != 1.0 else d, ts, fmt, blocks)  # exact: ts is a factor of d
     if r.granularity == "rowwise":
+        if amax_reduction is not None:
+            raise NotImplementedError("amax_group with granularity='rowwise': the row amaxes are "
+                                      "not reduced over ranks; use per-tensor scaling")
         return _rowwise(v, fmt, axis, opts)
+    if r.scaling == "tensor" and amax_reduction is not None:  # one amax over the ranks
+        er, sr = quantize_reduced(v, fmt, amax_reduction, **opts)
+        return Operand(er.to(torch.float64), float(sr), fmt)
     if r.scaling == "delayed" and state is not None:
         q = state.quantize(name, v, role, **opts)
     else:  # "tensor", or a delayed recipe without state: current amax
         q = quantize(v, fmt, **opts)
-    e: Any = q.elements  # a tensor (q was made from one)
-    return Operand(e.to(torch.float64), float(q.scale), fmt)
+    el: Any = q.elements  # a tensor (q was made from one)
+    return Operand(el.to(torch.float64), float(q.scale), fmt)
 
 
 def _union_name(a: str, b: str) -> str:
@@ -187,6 +227,8 @@ def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
     """``a.values @ b.values`` under ``r``'s model (or accumulator), times
     ``fp32(a.scale * b.scale)``, plus ``c``, rounded to ``out_fmt`` (see the module docstring)."""
     model: str | TensorCoreModel | None = r.model
+    if r.scaling == "block" and model is not None and r.gemm == "exact":
+        return block_unit_gemm(a, b, r, out_fmt, c)
     if r.scaling == "block" or (model is None and a.fmt != b.fmt):
         fmt = "fp32"
     elif model is None or a.fmt == b.fmt:
@@ -237,6 +279,33 @@ def _rowwise_gemm(a: Operand, b: Operand, r: Recipe, fmt: str, model: Any, out_f
     return out
 
 
+def block_unit_gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
+                    c: torch.Tensor | None = None) -> torch.Tensor:
+    """``a @ b`` on the recipe's block-scaled unit (``r.model``: ``"b200"`` ...): the
+    elements and block scales of both operands through ``block_scaled_mma`` from a zero
+    accumulator (B of another block format than A where the unit mixes them:
+    ``tensorcore.mixed_block_format``), then the epilogue of every other model
+    (``matrixunit.gemm.epilogue``): ``fp32(alpha * acc)`` with ``alpha = fp32(s_a * s_b)``
+    (NVFP4's tensor scales; 1 for MX), ``fp32(acc + c)`` with ``c`` cast to ``out_fmt``
+    first, one rounding to ``out_fmt``."""
+    if a.blocks is None or b.blocks is None:
+        raise ValueError("a block-scaled unit needs block-scaled operands (Operand.blocks)")
+    (ea, sa), (eb, sb) = a.blocks, b.blocks
+    unit: Any = r.model
+    if isinstance(unit, str):  # the GPU: A's preset comes from its format
+        unit = unit.partition("/")[0]
+    elif get_block_format(a.fmt).name != unit.block_fmt:  # a user's model, read for A's format
+        bf = get_block_format(a.fmt)
+        unit = unit.replace(fmt=bf.element, block_fmt=bf.name, scale_fmt=bf.scale,
+                            scale_block=bf.block_size)
+    acc: Any = block_scaled_mma(ea, sa, eb, sb, 0.0, unit, a.fmt,
+                                b_block_fmt=None if b.fmt == a.fmt else b.fmt)
+    alpha = 1.0 if a.scale == 1.0 and b.scale == 1.0 else float(cast(a.scale * b.scale, "fp32"))
+    out: Any = epilogue("matmul", acc, "fp32", out_fmt, alpha, None, c, "nearest_even", None,
+                        False, False)
+    return out.to(torch.float64)
+
+
 _ML_DTYPES = ("bf16", "fp16")
 
 
@@ -283,7 +352,7 @@ def linear_forward(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, r: 
     qx = quantize_operand(x, r.fwd_fmt, r, -1, state, "input")
     qw = quantize_operand(w, r.fwd_fmt, r, -1, state, "weight")
     c = None if b is None else b.to(torch.float64).expand(x.shape[0], w.shape[0])
-    return gemm(qx, qw.t(), r, r.out_fmt, c), qx, qw
+    return gemm(qx, qw.mT, r, r.out_fmt, c), qx, qw
 
 
 def linear_backward(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, qx: Operand, qw: Operand,
@@ -298,7 +367,7 @@ def linear_backward(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, qx: Opera
         gx = gemm(qg, wq, r, r.out_fmt)
     gq = quantize_operand(g, r.bwd_fmt, r, 0, None, "", "backward") if block else qg
     xq = quantize_operand(x, r.fwd_fmt, r, 0) if block else qx
-    gw = gemm(gq.t(), xq, r, r.wgrad_fmt)
+    gw = gemm(gq.mT, xq, r, r.wgrad_fmt)
     gb = None
     if need_b:
         gb = ff_sum(g, "fp32", acc_fmt="fp32", order="pairwise", axis=0,
@@ -306,10 +375,6 @@ def linear_backward(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, qx: Opera
     if state is not None:
         state.update()
     return gx, gw, gb
-
-
-def _t(a: torch.Tensor) -> torch.Tensor:
-    return a.transpose(-1, -2)
 
 
 def matmul_forward(a: torch.Tensor, b: torch.Tensor, r: Recipe) -> tuple[torch.Tensor, Operand, Operand]:
@@ -326,10 +391,10 @@ def matmul_backward(g: torch.Tensor, a: torch.Tensor, b: torch.Tensor, qa: Opera
     block = requantized(r)
     qg = quantize_operand(g, r.bwd_fmt, r, -1, None, "", "backward")
     bq = quantize_operand(b, r.fwd_fmt, r, -1) if block else qb
-    ga = gemm(qg, bq.t(), r, r.out_fmt)
+    ga = gemm(qg, bq.mT, r, r.out_fmt)
     gq = quantize_operand(g, r.bwd_fmt, r, -2, None, "", "backward") if block else qg
     aq = quantize_operand(a, r.fwd_fmt, r, -2) if block else qa
-    gb = gemm(aq.t(), gq, r, r.out_fmt)
+    gb = gemm(aq.mT, gq, r, r.out_fmt)
     return ga, gb
 
 

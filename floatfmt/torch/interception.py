@@ -111,11 +111,15 @@ def emulate(model: nn.Module, recipe: str | Recipe, *, amax_group: Any = None) -
     """Run every GEMM-like op of ``model`` (forward and backward) under ``recipe`` (a name
     of ``floatfmt.torch.recipes()`` or a ``Recipe``); returns ``model``.
 
-    ``amax_group`` (recipes with ``scaling="delayed"``, under data parallelism): a
-    ``torch.distributed`` process group over which every delayed-scaling update takes
-    the maximum of the ranks' amaxes, as Transformer Engine's ``fp8_group`` (so all
-    ranks use the same FP8 scales; ``floatfmt.torch.amax_all_reduce``), or a callable
-    ``list of amaxes -> list``; None: each rank scales by its own amaxes.
+    ``amax_group`` (recipes with ``scaling="delayed"`` or ``"tensor"``, under data or
+    tensor parallelism): a ``torch.distributed`` process group over which amaxes are
+    max-reduced, or a callable ``list of amaxes -> list``; None: each rank scales by its
+    own amaxes.  Delayed scaling: every update of the histories, as Transformer Engine's
+    ``fp8_group``; current scaling: the amax of every activation and output-gradient
+    operand before its scale is computed, one reduction per operand, weights left alone
+    (TE's ``amax_reduction_group`` of its current-scaling input and grad_output
+    quantizers; what is modelled: ``floatfmt.torch.distributed``).  So all ranks use the
+    same FP8 scales (``floatfmt.torch.amax_all_reduce``).
 
     The modules and parameters stay the same objects (a forward pre-hook and a forward
     hook on each of its modules switch the interception on and off: the whole model or

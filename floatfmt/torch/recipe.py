@@ -18,7 +18,9 @@ A ``Recipe`` says, for each ``nn.Linear`` (and each ``floatfmt.torch.matmul``):
 
 * the GEMM: a tensor-core ``model`` (a GPU name such as ``"h100"``, or a
   ``TensorCoreModel``) or, with ``model=None``, an ``acc_fmt`` accumulator summed in
-  ``order`` (``ff.matmul``'s rules);
+  ``order`` (``ff.matmul``'s rules); block recipes take a block-scaled unit
+  (``"b200"``, ``"b200_mxf4nvf4"``: ``ff.block_scaled_matmul``'s models; ``fwd_fmt`` and
+  ``bwd_fmt`` may differ where the unit mixes them, as ``kind::mxf8f6f4`` does MX formats);
 * the output formats: ``out_fmt`` for the forward output and the input gradient,
   ``wgrad_fmt`` for the weight (and bias) gradient;
 * ``loss_scaling``: whether the recipe expects the loss to be scaled (fp16); the
@@ -65,7 +67,8 @@ from ..arith.accumulate import ORDERS
 from ..scaling.mx_nvfp4 import SCALE_ROUNDINGS
 from ..scaling.scale_convention import check_convention
 from ..training.nvfp4_recipe import NVFP4_RECIPES, NVFP4Recipe
-from ..arith.matrixunit.tensorcore import TensorCoreModel, get_model
+from ..arith.matrixunit.tensorcore import (TensorCoreModel, get_block_model, get_model,
+                                            mixed_block_format)
 
 __all__ = ["Recipe", "RECIPES", "SCALINGS", "POLICIES", "GEMMS", "get_recipe", "recipes"]
 
@@ -171,10 +174,9 @@ class Recipe:
                 _check_narrow(get_format(fmt), what)
         for what in ("out_fmt", "wgrad_fmt", "acc_fmt"):
             _check_narrow(get_format(getattr(self, what)), what)
-        if self.model is not None:
-            if self.scaling == "block":
-                raise ValueError("a tensor-core model takes per-tensor operands; block-scaled "
-                                 "(MX / NVFP4) units are not modelled: use model=None and acc_fmt")
+        if self.model is not None and self.scaling == "block":  # branch b200
+            check_block_unit(self)
+        elif self.model is not None:
             if self.order != "sequential":
                 raise ValueError("order does not apply with a tensor-core model (it fixes the order)")
             get_model(self.model, self.fwd_fmt, self.acc_fmt)  # raises for a unit without these inputs
@@ -239,6 +241,25 @@ class Recipe:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
+def check_block_unit(r: "Recipe") -> None:
+    """A block recipe's ``model`` must be a block-scaled unit (``"b200"``,
+    ``"b200_mxf4nvf4"``, a preset ``"b200/mxfp8_e4m3"`` or a block-scaled
+    ``TensorCoreModel``) taking ``fwd_fmt``, and ``bwd_fmt`` with it where they differ (the
+    backward GEMMs multiply a ``bwd_fmt`` gradient by a ``fwd_fmt`` operand:
+    ``tensorcore.mixed_block_format``); it accumulates in fp32 and fixes the order."""
+    assert r.model is not None
+    get_block_model(r.model, r.fwd_fmt)  # raises, listing the block-scaled models
+    if r.bwd_fmt != r.fwd_fmt:
+        unit = r.model if isinstance(r.model, TensorCoreModel) else str(r.model).partition("/")[0]
+        mixed_block_format(unit, r.fwd_fmt, r.bwd_fmt)  # raises for formats the unit cannot mix
+    if r.acc_fmt != "fp32" or r.order != "sequential":
+        raise ValueError("a block-scaled unit accumulates in fp32 in its own order: acc_fmt must "
+                         "be 'fp32' and order 'sequential'")
+    if r.scale_convention == "te":
+        raise ValueError("scale_convention='te' NVFP4 operands (2-D tiles, RHT) are not run on a "
+                         "block-scaled unit model yet: use model=None")
+
+
 def _check_narrow(f, what: str) -> None:
     """Every emulated value must fit a float32 tensor exactly (no second rounding on the way back)."""
     fp32 = get_format("fp32")
@@ -299,6 +320,18 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     Recipe("nvfp4", fwd_fmt="nvfp4", bwd_fmt="nvfp4", scaling="block", out_fmt="bf16", wgrad_fmt="bf16",
            description="NVFP4 (E2M1, E4M3 scale per 16 along K, fp32 tensor scale), round to nearest"),
     *(from_nvfp4_recipe(nr) for nr in NVFP4_RECIPES.values()),  # branch nvfp4
+    # branch b200: the block recipes on Blackwell's block-scaled unit (ff.block_scaled_matmul)
+    Recipe("mxfp8_b200", fwd_fmt="mxfp8_e4m3", bwd_fmt="mxfp8_e4m3", scaling="block", model="b200",
+           out_fmt="bf16", wgrad_fmt="bf16",
+           description="MXFP8 (E4M3, blocks of 32 along each GEMM's K) on B200 tcgen05.mma "
+                       "kind::mxf8f6f4: block scales applied inside the unit (ST-FDPA)"),
+    Recipe("mxfp4_b200", fwd_fmt="mxfp4_e2m1", bwd_fmt="mxfp4_e2m1", scaling="block", model="b200",
+           out_fmt="bf16", wgrad_fmt="bf16",
+           description="MXFP4 forward and backward on B200 tcgen05.mma kind::mxf8f6f4 (ST-FDPA)"),
+    Recipe("nvfp4_b200", fwd_fmt="nvfp4", bwd_fmt="nvfp4", scaling="block", model="b200",
+           out_fmt="bf16", wgrad_fmt="bf16",
+           description="NVFP4 on B200 tcgen05.mma kind::mxf4nvf4 (GST-FDPA); the fp32 tensor "
+                       "scales in the epilogue's alpha"),
 )}
 
 

@@ -52,7 +52,8 @@ from ..arith.ops import add, fma, mul
 from ..scaling.quantize import quantize
 from ..backend.dispatch import from_host, host_kernels, tensor_entry, to_host
 from ..scaling.quantized_tensor import QuantizedTensor
-from ..arith.matrixunit.tensorcore import block_scaled_mma, get_block_model, get_model
+from ..arith.matrixunit.tensorcore import (TensorCoreModel, block_scaled_mma, get_block_model,
+                                            get_model, mixed_block_format)
 from .nvfp4_recipe import NVFP4_RECIPES, NVFP4Recipe, nvfp4_recipe_matmul
 
 __all__ = ["BlockFP8Recipe", "RECIPES", "get_recipe", "recipe_matmul", "PROMOTIONS",
@@ -261,12 +262,14 @@ def _block_scaled(a: Any, b: Any, fmt: str | None, model: Any, c: Any) -> Any:
     the entry is ``portable``: this body is its own device code)."""
     qa = _blocked_operand(a, fmt, -1, "a")
     qb = _blocked_operand(b, fmt, -2, "b")
-    if qa.fmt != qb.fmt:
-        raise ValueError(f"block_scaled_matmul: a is {qa.fmt} and b is {qb.fmt}; the unit "
-                         "takes one block format for both here")
     m = get_block_model(model, qa.fmt)
+    b_fmt = None
+    if qa.fmt != qb.fmt:  # kind::mxf8f6f4 takes A and B types independently
+        mixed_block_format(model if isinstance(model, TensorCoreModel) else m.name.split("/")[0],
+                           qa.fmt, qb.fmt)  # raises for formats the unit does not mix
+        b_fmt = qb.fmt
     r = block_scaled_mma(qa.elements, qa.scale, qb.elements, qb.scale,
-                         0.0 if c is None else c, m)
+                         0.0 if c is None else c, m, b_block_fmt=b_fmt)
     if qa.tensor_scale is not None or qb.tensor_scale is not None:
         ts = mul(qa.tensor_scale if qa.tensor_scale is not None else 1.0,
                  qb.tensor_scale if qb.tensor_scale is not None else 1.0, "fp32")
@@ -285,6 +288,9 @@ def block_scaled_matmul(a: Any, b: Any, fmt: str | None = None, model: Any = "b2
     along K, one scale per row of A and per column of B for each block), or
     ``QuantizedTensor`` operands already quantised that way.  ``fmt``: ``"mxfp8_e4m3"``,
     ``"mxfp8_e5m2"``, ``"mxfp6_e2m3"``, ``"mxfp6_e3m2"``, ``"mxfp4_e2m1"`` or ``"nvfp4"``.
+    ``QuantizedTensor`` operands of two formats (``fmt=None``: E5M2 gradients times E4M3
+    weights) run where the unit mixes them (``kind::mxf8f6f4``: any two MX formats with
+    ue8m0 scales per 32; ``tensorcore.mixed_block_format``), each read in its own format.
     ``model``: ``"b200"`` (``kind::mxf8f6f4``, ST-FDPA, for the MX formats;
     ``kind::mxf4nvf4``, GST-FDPA, for NVFP4), ``"b200_mxf4nvf4"`` (GST-FDPA for MXFP4
     too), a preset name such as ``"b200/mxfp8_e4m3"`` or a ``TensorCoreModel``; see

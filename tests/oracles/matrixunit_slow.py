@@ -246,14 +246,16 @@ def scale_parts(s: float, fmt: str):
     return fs / _pow2(e), e
 
 
-def block_scaled_step(a, b, sa, sb, c: float, model) -> float:
+def block_scaled_step(a, b, sa, sb, c: float, model, b_fmt: str | None = None) -> float:
     """One ST / GST step: a, b the step's elements, sa, sb one scale per scale_block.
     With ``c_entry == "after"`` the terms are fused without c and c is then added by an
-    fp32 RNE addition."""
+    fp32 RNE addition.  ``b_fmt``: b's element format when it is not the model's (mixed
+    operands: each element's exponent is its own format's)."""
     if getattr(model, "c_entry", "aligned") == "after":
-        return _add_rne(block_scaled_step(a, b, sa, sb, 0.0, model.replace(c_entry="aligned")),
-                        c)
+        return _add_rne(block_scaled_step(a, b, sa, sb, 0.0, model.replace(c_entry="aligned"),
+                                          b_fmt), c)
     fmt, G, blk = model.fmt, model.group, model.scale_block
+    fmt_b = fmt if b_fmt is None else b_fmt
     sp = _special([x * y for x, y in zip(a, b)] + [c])
     if sp is not None:
         return sp
@@ -273,7 +275,7 @@ def block_scaled_step(a, b, sa, sb, c: float, model) -> float:
                 continue
             fx, fy = Fraction(x), Fraction(y)
             terms.append((fx * fy * pa[0] * pb[0] * _pow2(pa[1] + pb[1]),
-                          exponent(fx, fmt) + exponent(fy, fmt) + pa[1] + pb[1]))
+                          exponent(fx, fmt) + exponent(fy, fmt_b) + pa[1] + pb[1]))
         else:
             gs = sum((Fraction(x) * Fraction(y) for x, y in zip(a[g0:g0 + G], b[g0:g0 + G])),
                      Fraction(0))
@@ -288,10 +290,11 @@ def block_scaled_step(a, b, sa, sb, c: float, model) -> float:
     return _t_fdpa_terms(terms, c, model)
 
 
-def dot(a, b, model, c: float = 0.0, sa=None, sb=None) -> float:
+def dot(a, b, model, c: float = 0.0, sa=None, sb=None, b_fmt: str | None = None) -> float:
     """The model's dot product (steps of L in K order) from the accumulator c; tf32
     models read only the top 10 fraction bits of each fp32 operand; block-scaled models
-    take one scale per ``scale_block`` elements in sa, sb."""
+    take one scale per ``scale_block`` elements in sa, sb (``b_fmt``: b's element format
+    when it differs from the model's)."""
     a, b = [float(x) for x in a], [float(x) for x in b]
     alg = model.algorithm
     if alg == "ftz_addmul":
@@ -308,7 +311,7 @@ def dot(a, b, model, c: float = 0.0, sa=None, sb=None) -> float:
             c = tr_fdpa_step(ak, bk, c, model)
         elif alg in ("st_fdpa", "gst_fdpa"):
             blk = model.scale_block
-            c = block_scaled_step(ak, bk, sa[k0 // blk:], sb[k0 // blk:], c, model)
+            c = block_scaled_step(ak, bk, sa[k0 // blk:], sb[k0 // blk:], c, model, b_fmt)
         else:
             raise ValueError(alg)
     return c

@@ -393,7 +393,7 @@ def scale_parts(s, fmt: Format):
 
 
 def scaled_terms(x, sx, y, sy, elem: Format, scale_fmt: Format, scale_block: int, group: int,
-                 zero_exponent: int = -126):
+                 zero_exponent: int = -126, elem_y: Format | None = None):
     """The terms block-scaled T-FDPA adds, for ``x @ y`` (``x``: (..., M, K), ``y``:
     (..., K, N) element values; ``sx``: (..., M, ceil(K / scale_block)), ``sy``:
     (..., ceil(K / scale_block), N) scale values).  Returns (T, ET), shape (..., M, N, n):
@@ -405,8 +405,9 @@ def scaled_terms(x, sx, y, sy, elem: Format, scale_fmt: Format, scale_block: int
       when the group sum is 0 (the step aligns every group term by it); a zero scale's
       exponent there is ``zero_exponent``, as in MMA-Sim.
 
-    K is padded with zero elements to a multiple of ``group``.  numpy arrays and
-    tensors of any device."""
+    K is padded with zero elements to a multiple of ``group``.  ``elem_y``: y's element
+    format when it differs from x's (``elem``; the exponents e_y are y's format's).  numpy
+    arrays and tensors of any device."""
     xp = namespace(x)
     K = x.shape[-1]
     if group > 1 and K % group:
@@ -432,7 +433,7 @@ def scaled_terms(x, sx, y, sy, elem: Format, scale_fmt: Format, scale_block: int
             xs, ys = x * ax, yt * ayt
             T = xs[..., :, None, :] * ys[..., None, :, :]
             ET = (_exponents(x, elem, 0) + ex_s)[..., :, None, :] \
-                + (_exponents(yt, elem, 0) + eyt_s)[..., None, :, :]
+                + (_exponents(yt, elem if elem_y is None else elem_y, 0) + eyt_s)[..., None, :, :]
         else:
             ex_s = xp.where(expand(sig_x, -1) == 0, zero_exponent, ex_s)
             eyt_s = xp.where(xp.swapaxes(expand(sig_y, -2), -1, -2) == 0, zero_exponent, eyt_s)

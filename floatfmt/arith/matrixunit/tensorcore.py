@@ -69,7 +69,7 @@ from .tensorcore_fast import chain_matmul_fast, fast_ok
 from .tfdpa import ZERO_OPERAND, exponents, fused_dot, lean_ok, tfdpa_step
 
 __all__ = ["TensorCoreModel", "tensorcore_models", "get_model", "tensorcore_product",
-           "fused_dot", "mma", "block_scaled_mma", "get_block_model", "TF32_OPERANDS",
+           "fused_dot", "mma", "block_scaled_mma", "get_block_model", "mixed_block_format", "TF32_OPERANDS",
            "C_ENTRIES", "matmul_shapes", "mma_shapes", "check_int_operands"]
 
 
@@ -413,10 +413,55 @@ def get_block_model(model: "str | TensorCoreModel", block_fmt: str | None = None
     return m
 
 
+#: The fields two block-scaled presets must share for one instruction to take an operand
+#: of each (the unit's arithmetic, scales and block size; only the element format differs).
+_SHARED = ("algorithm", "F", "L", "acc_fmt", "step_fmt", "rounding", "zero_exponent",
+           "c_entry", "scale_fmt", "scale_block", "group")
+
+
+def mixed_block_format(model: "str | TensorCoreModel", a_fmt: str, b_fmt: str) -> str:
+    """The element format of B when A is ``a_fmt`` and B ``b_fmt`` on one block-scaled unit
+    (``model``: a GPU name such as ``"b200"`` or a ``TensorCoreModel`` for A).
+
+    Blackwell's ``kind::mxf8f6f4`` takes the types of A and B independently (e4m3, e5m2,
+    e2m3, e3m2, e2m1: PTX ISA, tcgen05.mma), all with ue8m0 scales per 32; so two block
+    formats mix when the unit has a preset for each and the two presets share every field
+    of the arithmetic and the scales (``_SHARED``).  NVFP4 (ue4m3 per 16) mixes with
+    nothing, nor does ``kind::mxf4nvf4`` MXFP4 with an ``mxf8f6f4`` format.  Refusals name
+    the formats the unit takes and which of them mix.
+
+    >>> mixed_block_format("b200", "mxfp8_e4m3", "mxfp8_e5m2")
+    'fp8_e5m2'
+    """
+    ma = get_block_model(model, a_fmt)
+    if isinstance(model, TensorCoreModel):
+        bf = get_block_format(b_fmt)
+        mb = ma.replace(fmt=bf.element, block_fmt=bf.name, scale_fmt=bf.scale,
+                        scale_block=bf.block_size)
+    else:
+        gpu = ma.name.split("/")[0]
+        try:
+            mb = get_block_model(gpu, b_fmt)
+        except ValueError:
+            have = sorted(k.split("/")[1] for k, v in PRESETS.items()
+                          if k.startswith(gpu + "/") and v.block_fmt is not None)
+            raise ValueError(f"the {gpu} block-scaled unit has no {b_fmt} operands; it takes "
+                             f"{', '.join(have)}") from None
+    if any(getattr(ma, f) != getattr(mb, f) for f in _SHARED):
+        gpu = ma.name.split("/")[0]
+        peers = sorted(k.split("/")[1] for k, v in PRESETS.items()
+                       if k.startswith(gpu + "/") and v.block_fmt is not None
+                       and all(getattr(v, f) == getattr(ma, f) for f in _SHARED))
+        raise ValueError(f"{ma.name} cannot take a {mb.block_fmt} operand with its "
+                         f"{ma.block_fmt} one (another kind of instruction, other scales); "
+                         f"{ma.block_fmt} mixes with: {', '.join(peers)}")
+    return mb.fmt
+
+
 @tensor_entry('block_scaled_mma', ('a', 'a_scale', 'b', 'b_scale', 'c'), portable=True)
 def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: Values = 0.0,
                      model: "str | TensorCoreModel" = "b200",
-                     block_fmt: str | None = None) -> Values:
+                     block_fmt: str | None = None, b_block_fmt: str | None = None) -> Values:
     """D = A.B + C on a block-scaled matrix unit (Blackwell ST-FDPA / GST-FDPA), the
     block scales applied inside the instruction.
 
@@ -436,6 +481,13 @@ def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: 
     Returns the float64 values of the fp32 result.  ``ff.block_scaled_matmul`` does
     the quantisation and NVFP4's per-tensor scale.
 
+    ``b_block_fmt``: B's block format when it differs from A's (``block_fmt``, or the
+    model's): ``kind::mxf8f6f4`` takes A and B types independently
+    (``mixed_block_format`` says which mix).  Each operand is then read in its own element
+    format: a product's exponent is e_a (A's format) + e_b (B's format) + the scales'.
+    Mixed formats on the unit are not characterised by measurements (a modelling choice:
+    the rule above with each operand's own exponent).
+
     >>> a, b = [[1.0, 2.0**-24]], [[1.0], [1.0]]          # e4m3 elements, k = 2
     >>> s1 = [[1.0]]                                      # ue8m0 scales 2**0
     >>> float(block_scaled_mma(a, s1, b, s1, 0.0, "b200", "mxfp8_e4m3")[0, 0])
@@ -444,11 +496,14 @@ def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: 
     from ...core.cast import cast
     m = get_block_model(model, block_fmt)
     elem, sfmt = get_format(m.fmt), get_format(m.scale_fmt or "e8m0")
+    elem_b = elem if b_block_fmt is None else \
+        get_format(mixed_block_format(model if isinstance(model, TensorCoreModel) else
+                                      m.name.split("/")[0], m.block_fmt or "", b_block_fmt))
     xp = _xp(a, a_scale, b, b_scale, c)
     like = next((v for v in (a, a_scale, b, b_scale, c) if is_tensor(v)), None)
     a, a_scale, b, b_scale = (xp.operand(v, like) for v in (a, a_scale, b, b_scale))
     x = xp.values(cast(a, elem, dtype=xp.float64))
-    y = xp.values(cast(b, elem, dtype=xp.float64))
+    y = xp.values(cast(b, elem_b, dtype=xp.float64))
     sx, sy = xp.values(a_scale), xp.values(b_scale)
     xs, ys = tuple(x.shape), tuple(y.shape)
     if x.ndim < 2 or y.ndim < 2 or xs[-1] != ys[-2]:
@@ -462,6 +517,7 @@ def block_scaled_mma(a: Values, a_scale: Values, b: Values, b_scale: Values, c: 
                          f"{m.scale_block} along K)")
     out_shape = tuple(np.broadcast_shapes(xs[:-2], ys[:-2])) + (xs[-2], ys[-1])
     cv = _accumulator_input(c, m, out_shape, x)
-    T, ET = fdpa.scaled_terms(x, sx, y, sy, elem, sfmt, m.scale_block, m.group, m.zero_exponent)
+    T, ET = fdpa.scaled_terms(x, sx, y, sy, elem, sfmt, m.scale_block, m.group, m.zero_exponent,
+                              elem_y=elem_b)
     return fused_dot(T, ET, m.replace(L=m.L // m.group, group=1), cv,  # terms per step
                      keep=m.group > 1)
