@@ -11,6 +11,11 @@ are both printed: on a shared machine the CPU time is the steadier of the two.
 Targets of issue 14: 256^3 bf16 with model="h100" <= 0.1 s, fp32 sequential <= 0.045 s
 (quiet 2-core machine; on a busy one, compare the speed-up over the general path with
 the 3.5x and 1.8x those targets need over the 0.35 s and 0.08 s measured before).
+Then (issue 24, when torch is installed) ``ff.matmul(a, b, "bf16", model="h100")`` at
+256^3 and 512^3 on float64 arrays against torch's float32 matmul (SGEMM) on the CPU,
+with one torch thread and with torch's default threads, best of ``--repeat`` (twice:
+ff's calls, then torch's): target, 512^3 within 100x SGEMM.  The ratios are wall-clock
+ones measured in the same run; the kernel runs on floatfmt's threads (``ff.get_num_threads``).
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ def main(argv=None):
     ap.add_argument("--size", type=int, default=256, help="matmul size (size^3)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-general", action="store_true", help="skip the general path")
+    ap.add_argument("--no-sgemm", action="store_true", help="skip the ratios to torch's SGEMM")
     args = ap.parse_args(argv)
     s = args.size
     rng = np.random.default_rng(0)
@@ -113,7 +119,40 @@ def main(argv=None):
             up = f", {gc / fc:.1f}x the general path's CPU time (needs {need:.1f}x)" if gc else ""
             print(f"{label} <= {target} s: {'met' if fw <= target else 'MISSED'} "
                   f"(wall {fw:.3f} s, cpu {fc:.3f} s{up})")
+    if not args.no_sgemm:
+        sgemm_ratios(args.repeat)
     return res
+
+
+def sgemm_ratios(repeat):
+    """The tensor-core model against torch's SGEMM (issue 24), one torch thread and the
+    default thread count."""
+    try:
+        import torch
+    except ImportError:
+        print("\ntorch not installed: no SGEMM ratios")
+        return
+    default = torch.get_num_threads()
+    print(f"\nff.matmul bf16 model=h100 against torch SGEMM (CPU; torch threads 1 and {default}):")
+    for s in (256, 512):
+        rng = np.random.default_rng(1)
+        A, B = rng.standard_normal((s, s)), rng.standard_normal((s, s))
+        ta, tb = torch.from_numpy(A.astype(np.float32)), torch.from_numpy(B.astype(np.float32))
+        best = {"ff": float("inf"), 1: float("inf"), default: float("inf")}
+        for _ in range(2):  # ff's calls, then torch's (torch's idle threads spin a while)
+            torch.set_num_threads(1)
+            for _ in range(max(repeat, 3)):
+                best["ff"] = min(best["ff"], _timed(lambda: ff.matmul(A, B, "bf16", model="h100"))[0])
+            for n in {1, default}:
+                torch.set_num_threads(n)
+                best[n] = min(best[n], min(_timed(lambda: ta @ tb)[0] for _ in range(10)))
+        torch.set_num_threads(default)
+        r1, rd = best["ff"] / best[1], best["ff"] / best[default]
+        line = (f"  {s}^3: ff {best['ff'] * 1e3:.0f} ms; SGEMM 1 thread {best[1] * 1e3:.2f} ms "
+                f"({r1:.0f}x), {default} threads {best[default] * 1e3:.2f} ms ({rd:.0f}x)")
+        if s == 512:
+            line += f"; within 100x: {'met' if max(r1, rd) <= 100 else 'MISSED'} (worst ratio)"
+        print(line)
 
 
 if __name__ == "__main__":

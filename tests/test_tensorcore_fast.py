@@ -105,3 +105,69 @@ def test_fast_kernel_special_accumulator_and_fallbacks():
     assert not tc.fast_ok(x, b, m)
     assert not tc.fast_ok(a, b, m.replace(zero_exponent=-100))
     assert tc.fast_ok(a, b, m)
+
+
+# (model, wide): wide inputs only where the format reaches beyond 2**+-50 (bf16, tf32)
+EDGE_CASES = [("h100/bf16", False), ("h100/bf16", True), ("b200/fp8_e4m3", False),
+              ("h100/fp8_e4m3", False), ("a100/tf32", False), ("a100/tf32", True),
+              ("h100/fp16+fp16acc", False)]
+
+
+@pytest.mark.parametrize("name,wide", EDGE_CASES,
+                         ids=[f"{n}-{'wide' if w else 'narrow'}" for n, w in EDGE_CASES])
+def test_fast_kernel_edges_equal_slow_model(name, wide):
+    """The kernel's own paths against the slow model: products in float32 (inputs within
+    2**+-50) and in float64 (inputs beyond: ``_product_dtype``), all-zero blocks of
+    products beside a zero, a subnormal, a huge and an infinite or NaN accumulator
+    (the per-output fixes: the floor, emin, overflow to Inf, c passed through), and
+    sums that cancel to an exact zero."""
+    base, _, acc = name.partition("+")
+    m = PRESETS[base] if not acc else get_model(PRESETS[base], PRESETS[base].fmt, "fp16")
+    rng = np.random.default_rng(zlib.crc32(name.encode()) + wide)
+    M, N, K = 6, 7, 2 * m.L + 3
+    a, b = _operands(m, (M, K), (K, N), rng)
+    a[0] = 0.0  # an all-zero row: every block of its products is zero
+    b[:, 1] = 0.0
+    a[1, :m.L] = 0.0  # a zero first block for row 1
+    a[2], b[:, 2] = 1.0, 0.0
+    b[:m.L, 2], b[m.L:2 * m.L, 2] = 2.0 ** -4, -(2.0 ** -4)  # row 2, col 2: sums cancel
+    if wide:
+        big = ff.info(m.fmt if m.fmt != "tf32" else "fp32").max
+        a[3, 0], b[0, 3] = big, 2.0 ** -60
+        # a product -(1 + 2**-7) 2**-149 beside c = 4 * 2**-149 (subnormal): c's exponent
+        # is emin = -126, so e_max = -126 and the product truncates to -2**-149 (sum
+        # 3 * 2**-149); without emin it would not (sum just below, RZ: 2 * 2**-149)
+        a[4], a[4, 1], b[1, 4] = 0.0, -(1 + 2.0 ** -7) * 2.0 ** -75, 2.0 ** -74
+    x, y, in_fmt = tc._cast_inputs(a, b, m.fmt, m, "nearest_even", None, False, False, None)
+    assert tc.fast_ok(x, y, m)
+    want_dtype = np.float64 if wide or in_fmt.mbits > 11 else np.float32
+    assert tcf._product_dtype(x, y, in_fmt, m.F) is want_dtype
+    acc = ff.info(m.acc_fmt)
+    c = _random_c(m, M * N, rng).reshape(M, N)
+    c[0, :4] = [0.0, acc.smallest_subnormal, acc.max, -acc.max]
+    c[1, :3] = [np.inf, -np.inf, np.nan]
+    c[5, :2] = [-0.0, -acc.smallest_subnormal * 3]
+    if wide:
+        c[4, 4] = 4 * 2.0 ** -149
+    with np.errstate(all="ignore"):
+        got = ff.mma(a, b, c, m.fmt, m, acc_fmt=m.acc_fmt)
+        ref = np.array([[slow.dot(a[i], b[:, j], m, c[i, j]) for j in range(N)] for i in range(M)])
+    bad = ~_same(got, ref)
+    assert not bad.any(), (name, int(bad.sum()), np.argwhere(bad)[:5].tolist())
+
+
+def test_fast_kernel_steps_aside_for_flags():
+    """Inside ``ff.flags()`` the reference steps run (the flags count the rounding
+    routine's calls, which the fast kernel does not make), with the same bits."""
+    m = PRESETS["h100/bf16"]
+    f = ff.get_format("bf16")
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((5, 40)), rng.standard_normal((40, 6))
+    x, y, _ = tc._cast_inputs(a, b, "bf16", m, "nearest_even", None, False, False, None)
+    assert tc.choose_kernel(x, y, m, f) == "fast"
+    plain = ff.matmul(a, b, "bf16", model="h100")
+    with ff.flags() as fl:
+        assert tc.choose_kernel(x, y, m, f) == "general"
+        inside = ff.matmul(a, b, "bf16", model="h100")
+    assert _same(plain, inside).all()
+    assert fl.inexact > 0

@@ -182,7 +182,8 @@ def choose_kernel(x, y, m: TensorCoreModel, fmt) -> str:
 
 
 def _chain_matmul(x, ex, y, ey, m: TensorCoreModel, c=None, fmt=None, kernel=None):
-    """``x @ y`` (values with exponents ex, ey; at least 2-D) through the model's steps in
+    """``x @ y`` (values with exponents ex, ey of format ``fmt``, None: computed here if the
+    kernel reads them; at least 2-D) through the model's steps in
     K order, starting from the accumulator c (values of ``m.acc_fmt``, broadcast to the
     output shape; None: +0).  Works on a few output rows at a time to bound memory.
     ``kernel``: one of ``KERNELS`` (None: ``choose_kernel``'s; "fast" on numpy only,
@@ -195,6 +196,8 @@ def _chain_matmul(x, ex, y, ey, m: TensorCoreModel, c=None, fmt=None, kernel=Non
         return chain_matmul_fast(x, y, fmt, m, c, out_shape)
     if strategy not in KERNELS:
         raise unknown_name("tensor-core kernel", strategy, list(KERNELS))
+    if ex is None:  # the reference steps need the operands' exponents (the fast kernel not)
+        ex, ey = exponents(x, fmt), exponents(y, fmt)
     if strategy == "lean":  # zero operands: an exponent no product with them raises to e_max
         ex, ey = xp.where(x == 0, ZERO_OPERAND, ex), xp.where(y == 0, ZERO_OPERAND, ey)
     yt, eyt = xp.swapaxes(y, -1, -2), xp.swapaxes(ey, -1, -2)  # (..., N, K)
@@ -256,19 +259,18 @@ def tensorcore_product(kind, a, b, fmt, model, acc_fmt="fp32", *, rounding="near
             y2 = y[:, None] if y.ndim == 1 else y
             return _int_dot(x2, y2, kind).reshape(res_shape), "fp32"
         return _int_dot(x, y, kind), "fp32"
-    ex, ey = exponents(x, in_fmt), exponents(y, in_fmt)
     if kind == "dot":
         with xp.quiet():
             P = x * y
-        EP = ex + ey
+        EP = exponents(x, in_fmt) + exponents(y, in_fmt)
         r = fused_dot(P, xp.broadcast_to(EP, P.shape), m)
         return r, m.acc_fmt
     _, res_shape = matmul_shapes(x.shape, y.shape)
     if x.ndim == 1:
-        x, ex = x[None, :], ex[None, :]
+        x = x[None, :]
     if y.ndim == 1:
-        y, ey = y[:, None], ey[:, None]
-    return _chain_matmul(x, ex, y, ey, m, fmt=in_fmt).reshape(res_shape), m.acc_fmt
+        y = y[:, None]
+    return _chain_matmul(x, None, y, None, m, fmt=in_fmt).reshape(res_shape), m.acc_fmt
 
 
 def matmul_shapes(xshape: tuple, yshape: tuple, kind: str = "matmul") -> tuple[tuple, tuple]:
@@ -353,7 +355,7 @@ def mma(a: Values, b: Values, c: Values, fmt: FormatLike, model: str | TensorCor
     cv = _accumulator_input(c, m, out_shape, x)
     if m.fmt == "int8":
         return _int_dot(x, y, "matmul", cv)
-    return _chain_matmul(x, exponents(x, in_fmt), y, exponents(y, in_fmt), m, cv, in_fmt)
+    return _chain_matmul(x, None, y, None, m, cv, in_fmt)
 
 
 def _accumulator_input(c, m: TensorCoreModel, out_shape, like):
