@@ -110,6 +110,11 @@ FLOAT_CASES = [
     ("fp8_e5m2", {"overflow": "inf", "scale": 1e-6}), ("fp8_e4m3", {"overflow": "nan", "scale": 1e-3}), ("bf16", {}), ("fp16", {"scale": 0.7}),
     ("fp64", {"scale": 3.0}), ("fp8_e4m3", {"granularity": "group", "group_size": 32}),
     ("fp8_e4m3", {"granularity": "block", "block": (3, 32)}),
+    # Transformer Engine's and torchao's two-rounding conventions (scale_convention)
+    ("fp8_e4m3", {"scale_convention": "te"}), ("fp8_e5m2", {"scale_convention": "torchao"}),
+    ("fp8_e4m3", {"scale_convention": "te", "granularity": "channel", "pow2_scale": True}),
+    ("fp4_e2m1", {"scale_convention": "torchao", "margin": 1, "granularity": "channel", "axis": 1}),
+    ("fp8_e4m3", {"scale_convention": "te", "scale": 300.0}),
 ]
 
 BLOCK_CASES = [(name, {"scale_rounding": sr}) for name in

@@ -131,15 +131,15 @@ def test_recipe_checks():
 
 
 def test_rowwise_equal_on_the_device_path():
-    """The array-namespace path (CUDA; CPU under force_namespace) gives the host's bits with
-    the exact scale convention; torchao's convention is host-only and refused there."""
+    """The array-namespace path (CUDA; CPU under force_namespace) gives the host's bits, with
+    the exact scale convention and with the preset's own (torchao's)."""
     from floatfmt.backend.dispatch import force_namespace
-    r = fft.get_recipe("fp8_rowwise").replace(scale_convention="exact")
     x, w, b, g = data(3)
+    for r in (fft.get_recipe("fp8_rowwise"), fft.get_recipe("fp8_rowwise").replace(scale_convention="exact")):
+        host = emulated(x, w, b, g, r)
+        with force_namespace():
+            dev = emulated(x, w, b, g, r)
+        assert all(np.array_equal(a, e) for a, e in zip(host, dev))
+    r = fft.get_recipe("fp8_rowwise").replace(scale_convention="exact")
     host = emulated(x, w, b, g, r)
-    with force_namespace():
-        dev = emulated(x, w, b, g, r)
-        with pytest.raises(NotImplementedError, match="scale_convention='torchao'"):
-            emulated(x, w, b, g, fft.get_recipe("fp8_rowwise"))
-    assert all(np.array_equal(a, e) for a, e in zip(host, dev))
     assert all(np.array_equal(a, e) for a, e in zip(host, reference(x, w, b, g, r)))

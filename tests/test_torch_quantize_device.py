@@ -202,6 +202,21 @@ def test_float_schemes_equal_numpy_every_policy(fmt, opts):
     run_scheme(fmt, opts, _policies(fmt))
 
 
+LIBRARY_CONVENTIONS = [
+    ("fp8_e4m3", {"scale_convention": "te"}), ("fp8_e5m2", {"scale_convention": "torchao"}),
+    ("fp8_e4m3", {"scale_convention": "torchao", "granularity": "channel", "axis": 1, "pow2_scale": True}),
+    ("fp4_e2m1", {"scale_convention": "te", "margin": 2}),
+    ("fp8_e4m3", {"scale_convention": "te", "scale": 150.0}),
+]
+
+
+@pytest.mark.parametrize("fmt,opts", LIBRARY_CONVENTIONS, ids=str)
+def test_library_scale_conventions_equal_numpy(fmt, opts):
+    """Transformer Engine's and torchao's FP8 conventions, written over the namespace, give
+    the numpy kernels' bits on the device path."""
+    run_scheme(fmt, opts)
+
+
 @pytest.mark.parametrize("fmt,opts", _block_schemes(), ids=str)
 def test_mx_and_nvfp4_equal_numpy(fmt, opts):
     run_scheme(fmt, opts)

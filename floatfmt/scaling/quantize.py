@@ -308,15 +308,16 @@ def _run(x, fmt, fake: bool, name: str, options: dict, strategy: str | None = No
     if any(tensors) and not tensors[0]:
         raise TypeError(f"floatfmt.{name}: x is a {type(x).__name__} but scale / zero_point are "
                         "tensors; give x as a tensor on their device too")
-    _host_only_convention(options, x, name)
+    _host_only_convention(options, x, name, p.kind)
     return quantize_array(x, p, fake, name)
 
 
-def _host_only_convention(opts: dict, x: Any, name: str) -> None:
-    """The library scale conventions (FP8 and NVFP4) have numpy kernels only (numpy arrays,
-    CPU tensors): NotImplementedError on the array-namespace path (other devices, and CPU
-    tensors under ``force_namespace``), never the exact convention's bits instead."""
-    if check_convention(opts.get("scale_convention", "exact")) != "exact":
+def _host_only_convention(opts: dict, x: Any, name: str, kind: str) -> None:
+    """NVFP4's library scale conventions have numpy kernels only (numpy arrays, CPU
+    tensors): NotImplementedError on the array-namespace path (other devices, and CPU
+    tensors under ``force_namespace``), never the exact convention's bits instead.  (The
+    per-tensor / per-channel FP8 conventions are written over the namespace.)"""
+    if check_convention(opts.get("scale_convention", "exact")) != "exact" and kind == "nvfp4":
         where = f"{x.device.type} tensors" if is_tensor(x) else "arrays"
         raise NotImplementedError(
             f"floatfmt.{name} with scale_convention={opts['scale_convention']!r} has no "

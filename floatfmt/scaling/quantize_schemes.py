@@ -62,6 +62,7 @@ from ..arith.residuals import wide_quotient
 from .quantized_tensor import (QuantizedTensor, block_scale_layout, choose, normalize_axis,
                                split_blocks, tile_expand, unsplit_blocks, width)
 from ..core.rounding import STOCHASTIC, round_values
+from .scale_convention import check_convention, library_elements, library_scale, library_scale_inverse, library_scale_of
 from .scales import (MSE_GRID, WIDE_INT, check_zero_point, code_range, exact_sums, reduce_axes,
                      fp32_scale as _fp32_scale)
 
@@ -367,6 +368,9 @@ def _float(v: Any, p: Any, ax: Any) -> QuantizedTensor:
     xp = namespace(v)
     o, f = p.options, p.f
     scale = o["scale"]
+    convention = check_convention(o.get("scale_convention", "exact"))
+    if convention != "exact":
+        return _library_float(v, p, ax, convention)
     if scale is None:
         scale = "amax" if width(f) <= 8 else 1.0
     if isinstance(scale, str):
@@ -387,6 +391,25 @@ def _float(v: Any, p: Any, ax: Any) -> QuantizedTensor:
     else:
         r = _round_quotients(v, _array(sc, v), f, p.mode, o["overflow"], _rng(p))
     return QuantizedTensor(r, sc, 0, f.name, f, p.granularity, ax, scheme="symmetric")
+
+
+def _library_float(v: Any, p: Any, ax: Any, convention: str) -> QuantizedTensor:
+    """Float formats by Transformer Engine's / torchao's convention
+    (``floatfmt.scaling.scale_convention``): ``s`` from the amax (or the given scale),
+    elements ``round(fp32(fp32(x) * s))`` saturating, kept scale ``fp32(1 / s)``."""
+    o, f = p.options, p.f
+    scale = o["scale"]
+    if scale is None or isinstance(scale, str):
+        if scale not in (None, "amax"):
+            raise ValueError(f"scale must be a number, an array, 'amax' or None, not {scale!r}")
+        _, hi = _calibrate(v, p, ax, True)
+        s = library_scale(hi, f, convention, p.margin, bool(o["pow2_scale"]))
+    else:
+        s = library_scale_of(_array(_given_scale(scale, v, ax), v))
+    e = library_elements(v, s, f, p.mode, _rng(p))
+    inv = library_scale_inverse(s)
+    sc = float(inv) if inv.ndim == 0 else inv
+    return QuantizedTensor(e, sc, 0, f.name, f, p.granularity, ax, scheme="symmetric")
 
 
 # ------------------------------------------------------------------ calibration "mse"

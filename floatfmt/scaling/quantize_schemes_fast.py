@@ -7,7 +7,8 @@ here is the numpy form: inputs float64 cannot hold kept as exact Fractions, floa
 inputs read without a float64 copy, MX converted chunk by chunk, integer fake
 quantisation fused and chunked (``_fake_int``), the quotient rounding of
 ``floatfmt.scaling.scales`` / ``quotients`` (inexact elements only recomputed exactly),
-and the library scale conventions (``floatfmt.scaling.scale_convention``, host only).
+and the library scale conventions (``floatfmt.scaling.scale_convention``: the same functions the
+reference calls).
 ``tests/test_quantize_schemes.py`` proves fast == reference on numpy, scheme by scheme.
 """
 
@@ -23,7 +24,8 @@ from ..core.intake import to_exact
 from .tiles import quantize_tiled
 from .quantized_tensor import QuantizedTensor, choose, intake, normalize_axis, width
 from ..core.rounding import make_rng
-from .scale_convention import check_convention, library_elements, library_scale
+from .scale_convention import (check_convention, library_elements, library_scale, library_scale_inverse,
+                               library_scale_of)
 from .scales import (calibrated_range, channel_layout, check_zero_point, code_range,
                      fp32_scale, given_scale, int_scale_params, mse_range, reduce_axes,
                      round_float_quotients, round_int_quotients, unit_scale_where_infinite)
@@ -88,10 +90,9 @@ def _library_float(v, narrow, f: Format, rule: "_ScaleRule", scale, convention, 
         _, hi = rule.range(v, f, True, True, narrow, mode, rng)
         s = library_scale(hi, f, convention, rule.margin, rule.pow2)
     else:
-        s = np.asarray(given_scale(scale, "scale", v, rule.axis), np.float64).astype(np.float32)
+        s = library_scale_of(np.asarray(given_scale(scale, "scale", v, rule.axis), np.float64))
     e = library_elements(v, s, f, mode, rng)
-    with np.errstate(all="ignore"):
-        inv = (np.float32(1.0) / s).astype(np.float64)
+    inv = library_scale_inverse(s)
     sc = float(inv) if inv.ndim == 0 else inv
     return QuantizedTensor(e, sc, 0, f.name, f, rule.granularity, rule.axis, scheme="symmetric")
 

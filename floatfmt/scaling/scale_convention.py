@@ -52,13 +52,17 @@ and ``1 / s`` if it is what you compare.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ..core.cast import cast
-from ..core.formats import Format
+from ..backend.namespace import namespace
+from ..core.formats import Format, get_format
 from ..core.names import unknown_name
+from ..core.rounding import round_values
 
-__all__ = ["SCALE_CONVENTIONS", "check_convention", "library_scale", "library_elements"]
+__all__ = ["SCALE_CONVENTIONS", "check_convention", "library_scale", "library_elements",
+           "library_scale_of", "library_scale_inverse"]
 
 #: Values of ``quantize``'s ``scale_convention``.
 SCALE_CONVENTIONS = ("exact", "te", "torchao")
@@ -77,36 +81,68 @@ def check_convention(name: object) -> str:
     return key
 
 
-def _pow2_down(s: np.ndarray) -> np.ndarray:
+_FP32 = get_format("fp32")
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def _fp32(a: Any) -> Any:
+    """fp32 round to nearest even of float64 values (an array of any namespace), Inf past the
+    range: a quotient or product of two fp32 values computed in float64 and rounded once is
+    the IEEE fp32 result (53 >= 2 * 24 + 2), so this is the fp32 division / multiply."""
+    if isinstance(a, (int, float, np.generic)):
+        a = np.asarray(a, np.float64)
+    return round_values(a, _FP32, "nearest_even", "inf")
+
+
+def _pow2_down(s: Any) -> Any:
     """Each fp32 value with its mantissa bits cleared (TE's ``scale_bits &= 0xFF800000``;
-    torchao's ``exp2(floor(log2(s)))`` is the same for normal fp32 values)."""
-    bits = s.astype(np.float32).view(np.uint32) & np.uint32(0xFF800000)
-    return bits.view(np.float32)
+    torchao's ``exp2(floor(log2(s)))`` is the same for normal fp32 values): ``2**floor(log2
+    s)`` for normal values, 0 for fp32 subnormals, Inf for Inf and NaN."""
+    xp = namespace(s)
+    _, e = xp.frexp(xp.where(xp.isfinite(s), s, 1.0))
+    p2 = xp.pow2(e - 1)
+    p2 = xp.where(s < 2.0 ** -126, 0.0, p2)
+    return xp.where(xp.isfinite(s), p2, np.inf)
 
 
-def library_scale(amax, f: Format, convention: str, margin: int, pow2: bool) -> np.ndarray:
-    """``s`` (fp32, as a float32 array) of each amax by ``convention`` ("te" / "torchao")."""
-    a = np.asarray(amax, np.float64).astype(np.float32)
-    mx = np.float32(f.max)
-    with np.errstate(all="ignore"):
-        if convention == "torchao":
-            s = (np.float64(mx) / np.maximum(a.astype(np.float64), _TORCHAO_EPS)).astype(np.float32)
-        else:
-            s = mx / a  # IEEE fp32 division (numpy: round to nearest even)
-            s = np.where(np.isinf(s), np.float32(np.finfo(np.float32).max), s)
-            s = np.where((a == 0) | ~np.isfinite(a), np.float32(1.0), s).astype(np.float32)
-        if margin:
-            s = (s / np.float32(2.0 ** margin)).astype(np.float32)
-        if pow2:
-            s = _pow2_down(s)
+def library_scale(amax: Any, f: Format, convention: str, margin: int, pow2: bool) -> Any:
+    """``s`` (fp32 values, float64) of each amax by ``convention`` ("te" / "torchao"), over
+    the array namespace of ``amax`` (numpy arrays and tensors alike)."""
+    if not hasattr(amax, "ndim"):
+        amax = np.asarray(amax, np.float64)
+    xp = namespace(amax)
+    a = _fp32(xp.asfloat(amax))
+    mx = float(f.max)
+    if convention == "torchao":  # float64 quotient, then .to(torch.float32)
+        s = _fp32(mx / xp.where(a > 1e-12, a, _TORCHAO_EPS))
+        s = xp.where(xp.isnan(a), np.nan, s)  # torch.clamp(NaN, min=eps) is NaN
+    else:
+        with np.errstate(all="ignore"):
+            s = _fp32(mx / xp.where(a == 0, 1.0, a))
+        s = xp.where(xp.isinf(s), _FLT_MAX, s)
+        s = xp.where((a == 0) | ~xp.isfinite(a), 1.0, s)
+    if margin:
+        s = _fp32(s / 2.0 ** margin)
+    if pow2:
+        s = _pow2_down(s)
     return s
 
 
-def library_elements(v, s: np.ndarray, f: Format, mode: str, rng) -> np.ndarray:
-    """``round_fmt(fp32(fp32(v) * s))`` with saturation: the elements of the library
-    conventions (float64 array of format values)."""
-    x32 = np.asarray(v, np.float64).astype(np.float32)
+def library_elements(v: Any, s: Any, f: Format, mode: str, rng: Any) -> Any:
+    """``round_fmt(fp32(fp32(v) * s))`` with saturation (NaN stays NaN, +-Inf saturates):
+    the elements of the library conventions, float64 values of the format, over the array
+    namespace of ``v``."""
     with np.errstate(all="ignore"):
-        y = (x32 * s).astype(np.float32)  # IEEE fp32 multiply, one rounding
-    return np.asarray(cast(y.astype(np.float64), f, rounding=mode, overflow="saturate", rng=rng),
-                      np.float64)
+        y = _fp32(_fp32(v) * s)  # an exact float64 product of two fp32 values, rounded once
+    return round_values(y, f, mode, "saturate", rng=rng)
+
+
+def library_scale_of(scale: Any) -> Any:
+    """A given ``scale=`` (the library's multiplier ``s``) taken as fp32."""
+    return _fp32(scale)
+
+
+def library_scale_inverse(s: Any) -> Any:
+    """``fp32(1 / s)``: the ``scale_inv`` the libraries hand to the GEMM."""
+    with np.errstate(all="ignore"):
+        return _fp32(1.0 / s)
