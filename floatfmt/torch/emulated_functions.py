@@ -121,10 +121,6 @@ def _t(a: torch.Tensor) -> torch.Tensor:
     return a.transpose(-1, -2)
 
 
-def _scaled(q: Operand, extra: float) -> Operand:
-    return q.times(extra)
-
-
 @contextlib.contextmanager
 def no_autocast(t: torch.Tensor) -> Iterator[None]:
     dev = t.device.type
@@ -156,7 +152,7 @@ class GemmFunction(torch.autograd.Function):
             qb = _quant(bv, r.fwd_fmt, s, -2, s.name_b, weight=s.weight_b)
             shape = torch.broadcast_shapes(av.shape[:-2], bv.shape[:-2]) + (av.shape[-2], bv.shape[-1])
             c64 = None if c is None else values_of(c).to(torch.float64).expand(shape)
-            y = gemm(_scaled(qa, s.alpha), qb, r, s.out_fmt, c64)
+            y = gemm(qa.times(s.alpha), qb, r, s.out_fmt, c64)
             s.em.report.emulated(s.kind, "forward", s.flops)
             ctx.s, ctx.saved = s, (av, bv, qa, qb)
             ctx.meta = (a.dtype, b.dtype, None if c is None else (c.dtype, c.shape), shape)
@@ -179,7 +175,7 @@ class GemmFunction(torch.autograd.Function):
                     qg = _quant(g, r.bwd_fmt, s, -1, None, "backward", rht=True)
                 bq = _quant(bv, r.fwd_fmt, s, -1, None, weight=s.weight_b,
                             rht=s.weight_a) if block else qb
-                ga = gemm(_scaled(qg, s.alpha), bq.mT, r, s.grad_a_fmt)
+                ga = gemm(qg.times(s.alpha), bq.mT, r, s.grad_a_fmt)
                 ga = as_dtype(_sum_to(ga, av.shape), ad)
                 s.em.report.emulated(s.kind, "backward", s.flops)
             if need_b:  # a^T @ g: reduces over M
@@ -187,9 +183,9 @@ class GemmFunction(torch.autograd.Function):
                 aq = _quant(av, r.fwd_fmt, s, -2, None, weight=s.weight_a,
                             rht=s.weight_b) if block else qa
                 if r.granularity == "rowwise" and s.weight_b:  # torchao: grad_W = g.T @ x, so
-                    gb = gemm(gq.mT, _scaled(aq, s.alpha), r, s.grad_b_fmt).transpose(-1, -2)
+                    gb = gemm(gq.mT, aq.times(s.alpha), r, s.grad_b_fmt).transpose(-1, -2)
                 else:  # the rowwise epilogue's row / column scales are g's / x's
-                    gb = gemm(_scaled(aq.mT, s.alpha), gq, r, s.grad_b_fmt)
+                    gb = gemm(aq.mT.times(s.alpha), gq, r, s.grad_b_fmt)
                 gb = as_dtype(_sum_to(gb, bv.shape), bd)
                 s.em.report.emulated(s.kind, "backward", s.flops)
             if need_c and cm is not None:
