@@ -33,6 +33,8 @@ _LAZY = {
     "FPArray": "arith.fparray", "array": "arith.fparray", "scalar": "arith.fparray",
     "sum": "arith.accumulate", "dot": "arith.accumulate", "matmul": "arith.accumulate",
     "mma": "arith.matrixunit.tensorcore", "TensorCoreModel": "arith.matrixunit.tensorcore", "tensorcore_models": "arith.matrixunit.tensorcore",
+    "set_matmul_kernel": "arith.matrixunit.tensorcore_fused", "get_matmul_kernel": "arith.matrixunit.tensorcore_fused",
+    "matmul_kernel": "arith.matrixunit.tensorcore_fused",
     # scaling and training
     "quantize": "scaling.quantize", "dequantize": "scaling.quantized_tensor", "fake_quant": "scaling.quantize",
     "QuantizedTensor": "scaling.quantized_tensor", "int_matmul": "scaling.int_gemm",

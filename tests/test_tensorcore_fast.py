@@ -117,7 +117,7 @@ EDGE_CASES = [("h100/bf16", False), ("h100/bf16", True), ("b200/fp8_e4m3", False
                          ids=[f"{n}-{'wide' if w else 'narrow'}" for n, w in EDGE_CASES])
 def test_fast_kernel_edges_equal_slow_model(name, wide):
     """The kernel's own paths against the slow model: products in float32 (inputs within
-    2**+-50) and in float64 (inputs beyond: ``_product_dtype``), all-zero blocks of
+    2**+-50) and in float64 (inputs beyond: ``product_dtype``), all-zero blocks of
     products beside a zero, a subnormal, a huge and an infinite or NaN accumulator
     (the per-output fixes: the floor, emin, overflow to Inf, c passed through), and
     sums that cancel to an exact zero."""
@@ -141,7 +141,7 @@ def test_fast_kernel_edges_equal_slow_model(name, wide):
     x, y, in_fmt = tc._cast_inputs(a, b, m.fmt, m, "nearest_even", None, False, False, None)
     assert tc.fast_ok(x, y, m)
     want_dtype = np.float64 if wide or in_fmt.mbits > 11 else np.float32
-    assert tcf._product_dtype(x, y, in_fmt, m.F) is want_dtype
+    assert tcf.product_dtype(x, y, in_fmt, m.F) is want_dtype
     acc = ff.info(m.acc_fmt)
     c = _random_c(m, M * N, rng).reshape(M, N)
     c[0, :4] = [0.0, acc.smallest_subnormal, acc.max, -acc.max]

@@ -66,6 +66,7 @@ from ...core.threads import limit_threads, run_parts
 from .model import C_ENTRIES, TF32_OPERANDS, TensorCoreModel
 from .presets import GPU_ALIASES, PRESETS, get_model, tensorcore_models
 from .tensorcore_fast import chain_matmul_fast, fast_ok
+from .tensorcore_fused import chain_matmul_fused, use_compiled
 from .tfdpa import ZERO_OPERAND, exponents, fused_dot, lean_ok, tfdpa_step
 
 __all__ = ["TensorCoreModel", "tensorcore_models", "get_model", "tensorcore_product",
@@ -165,18 +166,23 @@ def tile_terms(x) -> int:
     return 1 << 26 if x.device.type == "cuda" else 1 << 20
 
 
-#: The kernels of a model's K chain (``_chain_matmul``): numpy's fast one and the two
-#: strategies of the reference step (``tfdpa._fused``); all give the same bits.
-KERNELS = ("fast", "general", "lean")
+#: The kernels of a model's K chain (``_chain_matmul``): numpy's fast one, the fused steps
+#: (``tensorcore_fused``) compiled by torch or run on numpy, and the two strategies of the
+#: reference step (``tfdpa._fused``); all give the same bits.
+KERNELS = ("fast", "compiled", "fused", "general", "lean")
 
 
-def choose_kernel(x, y, m: TensorCoreModel, fmt) -> str:
-    """The one place that chooses the kernel of the K chain: numpy arrays take
-    ``tensorcore_fast`` where ``fast_ok`` admits them, else the reference steps
+def choose_kernel(x, y, m: TensorCoreModel, fmt, c=None) -> str:
+    """The one place that chooses the kernel of the K chain: numpy arrays take the
+    compiled fused kernel where ``ff.set_matmul_kernel("compiled")`` asks for it and
+    ``tensorcore_fused.fused_ok`` admits the product (c: the initial accumulator),
+    else ``tensorcore_fast`` where ``fast_ok`` admits them, else the reference steps
     (``tfdpa``, strategy ``"general"``); tensors take the reference steps, strategy
     ``"lean"`` where ``tfdpa.lean_ok`` admits the model (the same bits, fewer passes on
     a device)."""
     if not is_tensor(x):
+        if fmt is not None and use_compiled(x, y, m, c):
+            return "compiled"
         return "fast" if fmt is not None and fast_ok(x, y, m) else "general"
     return "lean" if fmt is not None and lean_ok(m, fmt) else "general"
 
@@ -191,9 +197,11 @@ def _chain_matmul(x, ex, y, ey, m: TensorCoreModel, c=None, fmt=None, kernel=Non
     xp = namespace(x)
     out_shape = tuple(np.broadcast_shapes(tuple(x.shape[:-2]), tuple(y.shape[:-2]))) \
         + (x.shape[-2], y.shape[-1])
-    strategy = choose_kernel(x, y, m, fmt) if kernel is None else kernel
+    strategy = choose_kernel(x, y, m, fmt, c) if kernel is None else kernel
     if strategy == "fast":
         return chain_matmul_fast(x, y, fmt, m, c, out_shape)
+    if strategy in ("compiled", "fused"):  # torch.compile'd, or the same steps on numpy
+        return chain_matmul_fused(x, y, fmt, m, c, out_shape, compiled=strategy == "compiled")
     if strategy not in KERNELS:
         raise unknown_name("tensor-core kernel", strategy, list(KERNELS))
     if ex is None:  # the reference steps need the operands' exponents (the fast kernel not)

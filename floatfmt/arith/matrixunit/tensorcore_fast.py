@@ -28,7 +28,7 @@ from ...core.threads import run_parts
 from .model import TensorCoreModel
 from .tfdpa import finish
 
-__all__ = ['fast_ok', 'chain_matmul_fast']
+__all__ = ['fast_ok', 'product_dtype', 'chain_matmul_fast']
 
 
 # Products held at once by the kernel (one step of L products for a tile of outputs):
@@ -82,7 +82,7 @@ def _biased_exponents16(v, fmt: Format, k_axis, bias: int):
     return np.ascontiguousarray(np.moveaxis(e, k_axis, 0))
 
 
-def _product_dtype(x, y, in_fmt: Format, F: int):
+def product_dtype(x, y, in_fmt: Format, F: int):
     """float32 where every product, and every product times 2**(F - e_max), is exact
     there: significands of at most 12 bits (their products: 24), and the nonzero
     inputs' binades within [lo, 62] with lo = max(-63, (F - 127) / 2), so that products
@@ -152,7 +152,7 @@ def chain_matmul_fast(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape):
     int16 exponent sums e_a + e_b of the nonzero products (a zero input's exponent is
     far below every other), ``zero_exponent`` and the accumulator's exponent (but not
     with ``c_entry="after"``).  Every product times 2**(F - e_max) is exact (the product
-    dtype: ``_product_dtype``) and below 2**(F + 2) in magnitude; its conversion to an
+    dtype: ``product_dtype``) and below 2**(F + 2) in magnitude; its conversion to an
     integer truncates toward zero, which is the alignment's truncation to a multiple of
     the unit 2**(e_max - F); the integers are summed exactly (int32, or int64 where L
     terms could pass 2**31), the truncated c is added in float64, and the sum times
@@ -170,7 +170,7 @@ def chain_matmul_fast(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape):
     x = x.reshape((1,) * (nb - (x.ndim - 2)) + x.shape)
     y = y.reshape((1,) * (nb - (y.ndim - 2)) + y.shape)
     K, L = x.shape[-1], m.L
-    pdt = _product_dtype(x, y, in_fmt, m.F)
+    pdt = product_dtype(x, y, in_fmt, m.F)
     xK = np.ascontiguousarray(np.moveaxis(x, -1, 0), pdt)  # (K, ..., M)
     yK = np.ascontiguousarray(np.moveaxis(y, -2, 0), pdt)  # (K, ..., N)
     # e_a + 1023 and e_b: their sums are the products' biased exponents
