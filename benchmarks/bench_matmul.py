@@ -15,7 +15,9 @@ Then (issue 24, when torch is installed) ``ff.matmul(a, b, "bf16", model="h100")
 256^3 and 512^3 on float64 arrays against torch's float32 matmul (SGEMM) on the CPU,
 with one torch thread and with torch's default threads, best of ``--repeat`` (twice:
 ff's calls, then torch's): target, 512^3 within 100x SGEMM.  The ratios are wall-clock
-ones measured in the same run; the kernel runs on floatfmt's threads (``ff.get_num_threads``).
+ones measured in the same run, on both matrix-unit kernels: numpy's (on floatfmt's threads,
+``ff.get_num_threads``) and the compiled fused one (``ff.matmul_kernel("compiled")``, on
+torch's threads), with a check that both give the same bits.
 """
 
 from __future__ import annotations
@@ -126,33 +128,48 @@ def main(argv=None):
 
 def sgemm_ratios(repeat):
     """The tensor-core model against torch's SGEMM (issue 24), one torch thread and the
-    default thread count."""
+    default thread count, on each matrix-unit kernel (``ff.matmul_kernel``: numpy's, on
+    floatfmt's threads, and the compiled fused one, on torch's default threads; warmed up
+    first: its first call compiles)."""
     try:
         import torch
     except ImportError:
         print("\ntorch not installed: no SGEMM ratios")
         return
     default = torch.get_num_threads()
-    print(f"\nff.matmul bf16 model=h100 against torch SGEMM (CPU; torch threads 1 and {default}):")
+    print(f"\nff.matmul bf16 model=h100 against torch SGEMM (CPU; torch threads 1 and {default}; "
+          f"numpy kernel on ff's {ff.get_num_threads()} threads, compiled kernel on torch's "
+          f"{default}):")
     for s in (256, 512):
         rng = np.random.default_rng(1)
         A, B = rng.standard_normal((s, s)), rng.standard_normal((s, s))
         ta, tb = torch.from_numpy(A.astype(np.float32)), torch.from_numpy(B.astype(np.float32))
-        best = {"ff": float("inf"), 1: float("inf"), default: float("inf")}
+        kernels = ("numpy", "compiled")
+        best = {k: float("inf") for k in (*kernels, 1, default)}
+        out = {}
+        for k in kernels:
+            with ff.matmul_kernel(k):
+                out[k] = ff.matmul(A, B, "bf16", model="h100")  # warm-up (compiles)
         for _ in range(2):  # ff's calls, then torch's (torch's idle threads spin a while)
-            torch.set_num_threads(1)
-            for _ in range(max(repeat, 3)):
-                best["ff"] = min(best["ff"], _timed(lambda: ff.matmul(A, B, "bf16", model="h100"))[0])
+            torch.set_num_threads(default)  # the compiled kernel runs on torch's threads
+            for k in kernels:
+                with ff.matmul_kernel(k):
+                    for _ in range(max(repeat, 3)):
+                        best[k] = min(best[k], _timed(lambda: ff.matmul(A, B, "bf16", model="h100"))[0])
             for n in {1, default}:
                 torch.set_num_threads(n)
                 best[n] = min(best[n], min(_timed(lambda: ta @ tb)[0] for _ in range(10)))
         torch.set_num_threads(default)
-        r1, rd = best["ff"] / best[1], best["ff"] / best[default]
-        line = (f"  {s}^3: ff {best['ff'] * 1e3:.0f} ms; SGEMM 1 thread {best[1] * 1e3:.2f} ms "
-                f"({r1:.0f}x), {default} threads {best[default] * 1e3:.2f} ms ({rd:.0f}x)")
-        if s == 512:
-            line += f"; within 100x: {'met' if max(r1, rd) <= 100 else 'MISSED'} (worst ratio)"
-        print(line)
+        same = np.array_equal(out["numpy"].view(np.int64), out["compiled"].view(np.int64))
+        for k in kernels:
+            r1, rd = best[k] / best[1], best[k] / best[default]
+            line = (f"  {s}^3 {k:>8} kernel: ff {best[k] * 1e3:.1f} ms; SGEMM 1 thread "
+                    f"{best[1] * 1e3:.2f} ms ({r1:.0f}x), {default} threads "
+                    f"{best[default] * 1e3:.2f} ms ({rd:.0f}x)")
+            if s == 512:
+                line += f"; within 100x: {'met' if max(r1, rd) <= 100 else 'MISSED'} (worst ratio)"
+            print(line)
+        print(f"  {s}^3 same bits (numpy, compiled): {'yes' if same else 'NO'}")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,6 @@ rules written over ``xp`` use, as numpy spells them (see ``floatfmt.backend.name
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 __all__ = ["NumpyNamespace"]
@@ -132,12 +130,6 @@ class NumpyNamespace:
     def quiet():
         """A context in which IEEE exceptions (overflow, invalid, ...) are silent."""
         return np.errstate(all="ignore")
-
-    @staticmethod
-    def threads(n: int):
-        """A context in which the library's own kernels use ``n`` threads: a null
-        context for numpy (floatfmt's thread pool takes its count elsewhere)."""
-        return contextlib.nullcontext()
 
     @staticmethod
     def frexp(x):

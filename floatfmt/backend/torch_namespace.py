@@ -155,20 +155,6 @@ class TorchNamespace:
         """No IEEE exception is raised or warned about by torch: a null context."""
         return contextlib.nullcontext()
 
-    @contextlib.contextmanager
-    def threads(self, n: int):
-        """A context in which torch's CPU kernels (compiled ones included) use ``n``
-        threads; torch's count is restored after."""
-        t = self.t
-        old = t.get_num_threads()
-        if old != n:
-            t.set_num_threads(n)
-        try:
-            yield
-        finally:
-            if old != n:
-                t.set_num_threads(old)
-
     @property
     def float64(self):
         return self.t.float64

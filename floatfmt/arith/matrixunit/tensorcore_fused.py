@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import types
 import warnings
 from collections.abc import Iterator
 
@@ -53,13 +54,13 @@ from ...core.formats import Format, get_format
 from ...core.names import unknown_name
 from ...core.optional import optional_import
 from ...core.rounding import OBSERVER
-from ...core.threads import get_num_threads
 
 from .model import TensorCoreModel
 from .tensorcore_fast import chain_matmul_fast, fast_ok, product_dtype
 
 __all__ = ["MATMUL_KERNELS", "set_matmul_kernel", "get_matmul_kernel", "matmul_kernel",
-           "fused_ok", "emax_step", "sum_step", "chain_matmul_fused"]
+           "fused_ok", "operand_exponents", "block_emax", "step_scale", "sum_step", "use_compiled",
+           "chain_matmul_fused"]
 
 #: The kernels a matrix-unit product (``model=``) may run on: ``"numpy"`` (the default:
 #: ``tensorcore_fast`` and the reference steps) and ``"compiled"`` (this module's fused
@@ -127,18 +128,21 @@ def matmul_kernel(name: str) -> Iterator[None]:
 
 # ---------------------------------------------------------------------------------------------
 class _Plan:
-    """The constants of one product's steps: product dtype, integer dtypes, bit masks."""
+    """The constants of one product's steps (``chain_matmul_fused``)."""
 
-    def __init__(self, m: TensorCoreModel, in_fmt: Format, nl: int):
-        self.m, self.F = m, m.F
-        self.acc_fmt, self.ofmt = get_format(m.acc_fmt), m.output_format
+    def __init__(self, m: TensorCoreModel, in_fmt: Format, nl: int, wide: bool):
+        ofmt = m.output_format
+        self.F, self.floor, self.emin, self.wide = m.F, m.zero_exponent, in_fmt.emin, wide
         self.after = m.c_entry == "after"
-        self.floor = m.zero_exponent
-        self.mask = -(1 << (52 - self.ofmt.mbits))
-        self.int32_sum = nl << (self.F + 2) <= 1 << 31  # nl terms below 2**(F + 2) each
-        self.int32_term = self.F + 2 <= 31
-        self.lo = self.ofmt.smallest_normal
-        self.hi = 2.0 ** self.ofmt.emax
+        self.mask = -(1 << (52 - ofmt.mbits))  # toward zero to ofmt: clear these bits
+        self.int32_term = self.F + 2 <= 31  # one term is below 2**(F + 2)
+        self.int32_sum = nl << (self.F + 2) <= 1 << 31  # and nl of them
+        self.lo, self.hi = ofmt.smallest_normal, 2.0 ** ofmt.emax
+
+    def consts(self) -> tuple:
+        """The arguments of ``sum_step`` after the tensors."""
+        return (self.F, self.floor, self.wide, self.after, self.mask, self.int32_term,
+                self.int32_sum, self.lo, self.hi)
 
 
 def fused_ok(x, y, m: TensorCoreModel, c) -> bool:
@@ -163,69 +167,86 @@ def fused_ok(x, y, m: TensorCoreModel, c) -> bool:
                 and not ((a < get_format(m.acc_fmt).smallest_normal) & (a != 0)).any())
 
 
-def _exponents(v, fmt: Format, k_axis: int):
-    """int32 exponents max(floor(log2|v|), emin) of the values (zeros: ``_ZERO_EXP``),
-    the K axis first (contiguous)."""
-    e = (v.view(np.int64) >> 52) & 0x7FF
-    e = np.where(v != 0, np.maximum(e - 1023, fmt.emin), _ZERO_EXP).astype(np.int32)
-    return np.ascontiguousarray(np.moveaxis(e, k_axis, 0))
-
-
-def acc_exponent(acc, floor: int, xp):
-    """The exponent of each accumulator value (normal or zero float64 values): its
-    exponent field less 1023, ``floor`` for a zero (int32)."""
-    b = acc.view(xp.dtype_of("int64"))
-    e = ((b >> 52) & 0x7FF) - 1023
-    return xp.astype(xp.where(acc != 0, e, floor), xp.dtype_of("int32"))
-
-
-def emax_step(exK, eyK, ec, floor: int, F: int, wide: bool):
-    """e_max of one step: the largest exponent sum of its products (exK (l, B, M) and
-    eyK (l, B, N), int32), at least ``floor``, and the accumulator's exponent ``ec``
-    (B, M, N); and 2**(F - e_max) from exponent bits, float32 (``wide``: float64;
-    ``fused_ok`` keeps F - e_max within its normal range)."""
-    xp = namespace(exK)
-    e = exK[..., :, None] + eyK[..., None, :]
-    E = xp.maximum(xp.clamp_min(xp.amax(e, 0), floor), ec)
-    if wide:
-        up = (xp.astype(F + 1023 - E, xp.dtype_of("int64")) << 52).view(xp.dtype_of("float64"))
+def _exponents(v, emin: int, xp):
+    """max(floor(log2|v|), emin) of normal or zero float32 / float64 values, read from
+    their exponent bits (int32); ``_ZERO_EXP`` for zeros."""
+    i32 = xp.dtype_of("int32")
+    if v.dtype == xp.dtype_of("float32"):
+        e = ((v.view(i32) >> 23) & 0xFF) - 127
     else:
-        # a step without a nonzero term may have e_max below F - 126: its terms are 0
-        # times any finite number, so 2**(F - e_max) is clamped to float32's normal range
+        e = xp.astype(((v.view(xp.dtype_of("int64")) >> 52) & 0x7FF) - 1023, i32)
+    return xp.where(v != 0, xp.clamp_min(e, emin), _ZERO_EXP)
+
+
+def operand_exponents(xK, yK, emin: int):
+    """The exponents of both operands (``_exponents``: int32, zeros far below the rest)."""
+    xp = namespace(xK)
+    return _exponents(xK, emin, xp), _exponents(yK, emin, xp)
+
+
+def block_emax(exS, eyS, floor: int):
+    """The largest exponent sum e_a + e_b of the products of each step, at least
+    ``floor``, for S steps at once: exS (S, l, B, M) and eyS (S, l, B, N) the operands'
+    exponents (``operand_exponents``); (S, B, M, N) int32.  A zero operand's exponent
+    lies far below every other, so products with a zero never set it."""
+    xp = namespace(exS)
+    e = exS[..., :, None] + eyS[..., None, :]
+    return xp.clamp_min(xp.amax(e, 1), floor)
+
+
+def step_scale(Ep, acc, floor: int, F: int, wide: bool, after: bool):
+    """e_max of a step, from its products' ``Ep`` (``block_emax``) and the accumulator
+    (normal or zero values; its exponent is read from bits; not with ``after``, where c
+    does not take part), and 2**(F - e_max) built from exponent bits: float32, or float64
+    with ``wide``.  In float32 the power is clamped to the normal range: only a step
+    without a nonzero product can pass it (``product_dtype`` keeps F - e_max within
+    [-126, 127] for every e_max a nonzero product sets), and its products are zeros."""
+    xp = namespace(Ep)
+    i32, i64 = xp.dtype_of("int32"), xp.dtype_of("int64")
+    E = Ep
+    if not after:
+        ea = ((acc.view(i64) >> 52) & 0x7FF) - 1023
+        E = xp.maximum(E, xp.astype(xp.where(acc != 0, ea, floor), i32))
+    if wide:
+        up = (xp.astype(F + 1023 - E, i64) << 52).view(xp.dtype_of("float64"))
+    else:
         up = (xp.clip(F + 127 - E, 1, 254) << 23).view(xp.dtype_of("float32"))
     return E, up
 
 
-# size: one step of the rule (align, sum, add c, scale back, round, check), written once
-def sum_step(xK, yK, up, E, acc, F: int, mask: int, int32_term: bool, int32_sum: bool,
-             after: bool, floor: int, lo: float, hi: float):
-    """One step's sum: the products of xK (l, B, M) and yK (l, B, N) times ``up`` =
+# size: one step of the rule (align, sum, add c, scale back, round, check) and the next
+# step's scale, written once
+def sum_step(xK, yK, up, E, acc, Ep_next, flag, F: int, floor: int, wide: bool, after: bool,
+             mask: int, int32_term: bool, int32_sum: bool, lo: float, hi: float):
+    """One step: the products of xK (l, B, M) and yK (l, B, N) times ``up`` =
     2**(F - e_max) (exact), truncated toward zero to integers (the conversion), summed
     exactly (int32 where the terms allow, else int64); plus the accumulator truncated to
-    a multiple of 2**(e_max - F) (``"aligned"``); times 2**(e_max - F), rounded toward zero
-    to the step format by clearing the low bits of the float64 (``mask``).  With
-    ``after``: the rounded sum of the products plus c by one float32 addition.  Returns
-    (new accumulator, its exponents, whether an output's exact sum lay outside
-    [lo, hi) (then the caller redoes the product: subnormal or overflowing results))."""
+    a multiple of 2**(e_max - F) (c ``"aligned"``); times 2**(e_max - F) and rounded
+    toward zero to the step format by clearing the float64's low bits (``mask``).  With
+    ``after``: that rounded sum plus c by one float32 addition.  Returns the new
+    accumulator, the next step's (E, up) from its products' ``Ep_next``
+    (``step_scale``), and ``flag`` (per output) or-ed with whether its exact sum (or,
+    after, the sum with c) lay outside [lo, hi): where any is set, the caller redoes the
+    product (a subnormal or overflowing result)."""
     xp = namespace(xK)
     i64, f64 = xp.dtype_of("int64"), xp.dtype_of("float64")
     p = xK[..., :, None] * yK[..., None, :] * up
     j = xp.astype(p, xp.dtype_of("int32" if int32_term else "int64"))
-    s = xp.astype(j.sum(0, dtype=xp.dtype_of("int32" if int32_sum else "int64")), f64)
+    S = xp.astype(j.sum(0, dtype=xp.dtype_of("int32" if int32_sum else "int64")), f64)
     E64 = xp.astype(E, i64)
-    down = ((E64 + (1023 - F)) << 52).view(f64)
     if not after:
-        s = s + xp.trunc(acc * ((F + 1023 - E64) << 52).view(f64))  # an exact zero is +0
-    val = s * down
+        S = S + xp.trunc(acc * ((F + 1023 - E64) << 52).view(f64))  # an exact zero is +0
+    val = S * ((E64 + (1023 - F)) << 52).view(f64)
     a = xp.abs(val)
-    risky = ((a >= hi) | ((a < lo) & (val != 0))).any()
+    flag = flag | ((a >= hi) | ((a < lo) & (val != 0))).any()
     r = (val.view(i64) & mask).view(f64)
     if after:
         f32 = xp.dtype_of("float32")
         r = xp.astype(xp.astype(r, f32) + xp.astype(acc, f32), f64)
         a = xp.abs(r)
-        risky = risky | ((a >= hi) | ((a < lo) & (r != 0))).any()
-    return r, acc_exponent(r, floor, xp), risky
+        flag = flag | ((a >= hi) | ((a < lo) & (r != 0))).any()
+    E_next, up_next = step_scale(Ep_next, r, floor, F, wide, after)
+    return r, E_next, up_next, flag
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,12 +254,17 @@ _COMPILED: dict = {}
 _FAILED: list[str] = []
 
 
-def _compiled(fn):
-    """``fn`` through torch.compile (dynamic shapes, one graph), made once."""
-    f = _COMPILED.get(fn)
+def _compiled(fn, key: tuple):
+    """``fn`` through torch.compile (dynamic shapes, one graph), made once per ``key``
+    (the constants of a plan): each key gets its own copy of the code object, so that
+    dynamo's recompile limit (8 per code object) counts only the shapes of one plan."""
+    f = _COMPILED.get((fn, key))
     if f is None:
         torch = optional_import("torch", "torch", 'the "compiled" matmul kernel')
-        f = _COMPILED[fn] = torch.compile(fn, dynamic=True, fullgraph=True)
+        name = f"{fn.__name__}_{len(_COMPILED)}"
+        code = fn.__code__.replace(co_name=name, co_qualname=name)
+        g = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+        f = _COMPILED[(fn, key)] = torch.compile(g, dynamic=True, fullgraph=True)
     return f
 
 
@@ -263,57 +289,80 @@ def chain_matmul_fused(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape,
     nb = int(np.prod(batch, dtype=np.int64))
     x = _batched(x, batch, nb)  # (Bx, M, K), Bx in (1, nb)
     y = _batched(y, batch, nb)  # (By, K, N)
-    K, L = x.shape[-1], m.L
+    K = x.shape[-1]
     pdt = product_dtype(x, y, in_fmt, m.F)
     xK = np.ascontiguousarray(np.moveaxis(x, -1, 0), pdt)  # (K, Bx, M)
     yK = np.ascontiguousarray(np.moveaxis(y, -2, 0), pdt)  # (K, By, N)
-    exK, eyK = _exponents(x, in_fmt, -1), _exponents(y, in_fmt, -2)
-    plan = _Plan(m, in_fmt, max(1, min(L, K)))
+    plan = _Plan(m, in_fmt, max(1, min(m.L, K)), pdt is np.float64)
     acc = np.zeros((nb, rows, cols)) if c is None else \
         np.array(np.broadcast_to(c, out_shape), np.float64).reshape(nb, rows, cols)
-    ec0 = acc_exponent(acc * (not plan.after), plan.floor, namespace(acc))
-    args = [xK, yK, exK, eyK, acc, ec0]
-    steps = (emax_step, sum_step)
+    if K == 0:
+        return acc.reshape(out_shape)
+    fns = (operand_exponents, block_emax, sum_step)
+    r = None
     if compiled:
-        args = [from_host(a, "cpu") for a in args]
         try:
-            steps = tuple(_compiled(f) for f in steps)
-            r = _chain(args, steps, plan, pdt is np.float64, K, L)
+            key = plan.consts() + (str(pdt),)
+            fns = tuple(_compiled(f, key) for f in fns)
+            t = [from_host(v, "cpu") for v in (xK, yK, acc)]
+            r = _chain(*t, fns, plan, m.L)
         except Exception as err:  # noqa: BLE001 (inductor raises many kinds; the fallback is exact)
             _FAILED.append(f"{type(err).__name__}: {err}")
             warnings.warn("the compiled matmul kernel failed (" + _FAILED[0][:300] + "); "
                           "the numpy kernel runs instead (the same bits)", RuntimeWarning,
                           stacklevel=3)
-            r = None
-        if r is not None and r is not False:
+            r = False
+        if r is not False:
             r = r.numpy()
     else:
-        r = _chain(args, steps, plan, pdt is np.float64, K, L)
-    if r is False or r is None:  # a subnormal or overflowing result: the numpy kernel
+        r = _chain(xK, yK, acc, fns, plan, m.L)
+    if r is False:  # a subnormal or overflowing result: the numpy kernel
         return chain_matmul_fast(x, y, in_fmt, m, None if c is None else
                                  np.broadcast_to(c, out_shape).reshape(acc.shape),
                                  (nb, rows, cols)).reshape(out_shape)
     return r.reshape(out_shape)
 
 
-def _chain(args: list, steps: tuple, plan: _Plan, wide: bool, K: int, L: int):
-    """The K chain of the steps on args = (xK, yK, exK, eyK, acc, ec); False where an
-    output left the plain range."""
-    xK, yK, exK, eyK, acc, ec = args
-    emax, add = steps
+# Products (numpy: stored) or outputs (compiled) of one call of ``block_emax``
+_EMAX_ELEMS = {"numpy": 1 << 22, "torch": 1 << 22}
+
+
+def _chain(xK, yK, acc, fns, plan: _Plan, L: int):
+    """The K chain: the operands' exponents, ``block_emax`` over groups of steps (the full
+    blocks of L, then the tail), one ``sum_step`` per step; False where an output left
+    the plain range."""
+    exps, emax, add = fns
     xp = namespace(acc)
-    flag = None
-    with xp.threads(get_num_threads()), np.errstate(under="ignore", over="ignore"):
-        for k0 in range(0, K, L):
-            k1 = min(K, k0 + L)
-            E, up = emax(exK[k0:k1], eyK[k0:k1], ec, plan.floor, plan.F, wide)
-            acc, e, risky = add(xK[k0:k1], yK[k0:k1], up, E, acc, plan.F, plan.mask,
-                                plan.int32_term, plan.int32_sum, plan.after, plan.floor,
-                                plan.lo, plan.hi)
-            if not plan.after:  # c after: it never sets e_max (ec stays the floor)
-                ec = e
-            flag = risky if flag is None else flag | risky
-    if flag is not None and bool(flag):
+    exK, eyK = exps(xK, yK, plan.emin)
+    K, (_, B, M), N = xK.shape[0], xK.shape, yK.shape[-1]
+    full, tail = divmod(K, L)
+    per = max(B, yK.shape[1]) * M * N * (L if xp.name == "numpy" else 1)
+    group = max(1, min(full, _EMAX_ELEMS[xp.name] // per))
+    blocks: dict = {}
+
+    def ep(s):  # the products' e_max of step s (groups computed on first use, then dropped)
+        if s not in blocks:
+            blocks.clear()
+            if s < full:
+                g = min(group, full - s)
+                sl = slice(s * L, (s + g) * L)
+                e = emax(exK[sl].reshape((g, L) + xK.shape[1:]),
+                         eyK[sl].reshape((g, L) + yK.shape[1:]), plan.floor)
+                blocks.update({s + i: e[i] for i in range(g)})
+            else:
+                sl = slice(full * L, K)
+                blocks[s] = emax(exK[None, sl], eyK[None, sl], plan.floor)[0]
+        return blocks[s]
+
+    n = full + (tail > 0)
+    with np.errstate(all="ignore"):
+        E, up = step_scale(ep(0), acc, plan.floor, plan.F, plan.wide, plan.after)
+        flag = (acc != acc).any()
+        for s in range(n):
+            nxt = ep(s + 1) if s + 1 < n else ep(s)  # the last step's "next" is unused
+            sl = slice(s * L, min(K, (s + 1) * L))
+            acc, E, up, flag = add(xK[sl], yK[sl], up, E, acc, nxt, flag, *plan.consts())
+    if bool(flag):
         return False
     return acc
 
