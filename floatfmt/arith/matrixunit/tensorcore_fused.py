@@ -45,6 +45,7 @@ import os
 import types
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -298,20 +299,19 @@ def chain_matmul_fused(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape,
         np.array(np.broadcast_to(c, out_shape), np.float64).reshape(nb, rows, cols)
     if K == 0:
         return acc.reshape(out_shape)
-    fns = (operand_exponents, block_emax, sum_step)
-    r = None
+    fns: tuple = (operand_exponents, block_emax, sum_step)
+    r: Any = False
     if compiled:
         try:
             key = plan.consts() + (str(pdt),)
             fns = tuple(_compiled(f, key) for f in fns)
-            t = [from_host(v, "cpu") for v in (xK, yK, acc)]
-            r = _chain(*t, fns, plan, m.L)
+            tx, ty, tacc = (from_host(v, "cpu") for v in (xK, yK, acc))
+            r = _chain(tx, ty, tacc, fns, plan, m.L)
         except Exception as err:  # noqa: BLE001 (inductor raises many kinds; the fallback is exact)
             _FAILED.append(f"{type(err).__name__}: {err}")
             warnings.warn("the compiled matmul kernel failed (" + _FAILED[0][:300] + "); "
                           "the numpy kernel runs instead (the same bits)", RuntimeWarning,
                           stacklevel=3)
-            r = False
         if r is not False:
             r = r.numpy()
     else:
