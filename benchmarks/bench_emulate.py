@@ -7,7 +7,10 @@ For each model: the time of one training step (forward, a fixed projection loss,
 backward) in plain torch float32, emulated under ``bf16`` (``gemm="exact"``: the H100
 matrix-unit model) and under ``bf16`` with ``gemm="fast"`` (the same bf16 operands,
 float32 BLAS sums, the same epilogue and rounding), best of ``--repeat`` runs after a
-warm-up, one torch thread; the ratios to plain torch in the same run.  Then how far
+warm-up, with ``--threads`` threads (1 by default) for torch and floatfmt alike; the
+exact step twice, on numpy's matrix-unit kernel and on the compiled fused one
+(``ff.matmul_kernel("compiled")``, whose warm-up compiles; its bits are checked equal);
+the ratios to plain torch in the same run.  Then how far
 fast is from exact: over the output and every parameter gradient of one step (all of
 them bf16 values), the distance in bf16 ulps (units in the last place: the number of
 bf16 values between the two results), max and median, the share that differ, and
@@ -34,6 +37,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 import torch  # noqa: E402
 
+import floatfmt as ff  # noqa: E402
 import floatfmt.torch as fft  # noqa: E402
 from test_emulate_ops import PreNormTransformer, models, training_step  # noqa: E402
 
@@ -49,9 +53,9 @@ def step_time(model, x, repeat):
     return best_t
 
 
-def results(model, x, recipe):
+def results(model, x, recipe, kernel="numpy"):
     model.zero_grad()
-    with fft.emulating(model, recipe):
+    with fft.emulating(model, recipe), ff.matmul_kernel(kernel):
         y = training_step(model, x)
     return [y.detach()] + [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
@@ -76,29 +80,42 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch's and floatfmt's threads (the same count for both)")
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, one thread")
+    torch.set_num_threads(args.threads)
+    ff.set_num_threads(args.threads)
+    print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+          f"{args.threads} thread(s) for torch and floatfmt")
     cases = dict(models())
     if not args.quick:
         torch.manual_seed(4)
         cases["transformer e=128 t=64"] = (PreNormTransformer(e=128, h=4, f=512, vocab=64),
                                            torch.randn(4, 64, 64))
     fast = fft.get_recipe("bf16").replace(name="bf16_fast", gemm="fast")
-    print(f"{'model':24s} {'plain s':>9s} {'exact s':>9s} {'fast s':>9s} {'exact/plain':>12s} "
-          f"{'fast/plain':>11s} {'max ulp':>8s} {'median':>7s} {'differ':>7s} {'max rel':>8s}")
+    print(f"{'model':24s} {'plain s':>9s} {'exact s':>9s} {'compiled':>9s} {'fast s':>9s} "
+          f"{'exact/plain':>12s} {'compiled/plain':>15s} {'fast/plain':>11s} {'max ulp':>8s} "
+          f"{'median':>7s} {'differ':>7s} {'max rel':>8s}")
     for name, (model, x) in cases.items():
         plain = step_time(model, x, args.repeat)
         with fft.emulating(model, "bf16"):
             exact = step_time(model, x, 1 if "e=128" in name else args.repeat)
+        with fft.emulating(model, "bf16"), ff.matmul_kernel("compiled"):
+            compiled = step_time(model, x, args.repeat)  # the warm-up compiles
         with fft.emulating(model, fast):
             quick = step_time(model, x, args.repeat)
+        same = all(torch.equal(p, q) for p, q in zip(results(model, x, "bf16"),
+                                                       results(model, x, "bf16", "compiled")))
         mx, med, share, rel = ulps(results(model, x, "bf16"), results(model, x, fast))
-        print(f"{name:24s} {plain:9.4f} {exact:9.3f} {quick:9.4f} {exact / plain:12.0f} "
-              f"{quick / plain:11.1f} {mx:8d} {med:7.1f} {100 * share:6.2f}% {rel:8.1e}")
+        print(f"{name:24s} {plain:9.4f} {exact:9.3f} {compiled:9.3f} {quick:9.4f} "
+              f"{exact / plain:12.0f} {compiled / plain:15.0f} {quick / plain:11.1f} {mx:8d} "
+              f"{med:7.1f} {100 * share:6.2f}% {rel:8.1e}" + ("" if same else "  COMPILED BITS DIFFER"))
         if "e=128" in name:
-            print(f"exact within 50x plain torch ({name}): "
-                  f"{'met' if exact <= 50 * plain else 'MISSED'} ({exact / plain:.0f}x)")
+            print(f"exact within 50x plain torch ({name}): numpy kernel "
+                  f"{'met' if exact <= 50 * plain else 'MISSED'} ({exact / plain:.0f}x), "
+                  f"compiled kernel {'met' if compiled <= 50 * plain else 'MISSED'} "
+                  f"({compiled / plain:.0f}x); fast within 3x: "
+                  f"{'met' if quick <= 3 * plain else 'MISSED'} ({quick / plain:.1f}x)")
 
 
 if __name__ == "__main__":

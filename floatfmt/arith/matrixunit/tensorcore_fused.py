@@ -138,23 +138,31 @@ class _Plan:
         self.mask = -(1 << (52 - ofmt.mbits))  # toward zero to ofmt: clear these bits
         self.int32_term = self.F + 2 <= 31  # one term is below 2**(F + 2)
         self.int32_sum = nl << (self.F + 2) <= 1 << 31  # and nl of them
+        # |val| < (nl + 1) 2**(e_max + 2) < 2**(ofmt.emax + 1) for e_max <= top, and a
+        # nonzero val (a multiple of 2**(e_max - F)) is normal in ofmt for e_max >= tiny
+        top = ofmt.emax - 1 - (nl + 1).bit_length()
+        tiny = ofmt.emin + self.F
+        self.up_top, self.up_tiny = 2.0 ** (self.F - top), 2.0 ** (self.F - tiny)
         self.lo, self.hi = ofmt.smallest_normal, 2.0 ** ofmt.emax
 
     def consts(self) -> tuple:
         """The arguments of ``sum_step`` after the tensors."""
         return (self.F, self.floor, self.wide, self.after, self.mask, self.int32_term,
-                self.int32_sum, self.lo, self.hi)
+                self.int32_sum, self.up_top, self.up_tiny, self.lo, self.hi)
 
 
 def fused_ok(x, y, m: TensorCoreModel, c) -> bool:
     """Whether ``chain_matmul_fused`` applies: ``fast_ok`` holds, the steps round toward
-    zero to a float format of at most 52 fraction bits, c enters ``"aligned"`` (or
+    zero to a float format that float32 holds (as is the accumulator's), c enters ``"aligned"`` (or
     ``"after"`` with fp32 as the step format), and c (None: +0) is finite and not
     subnormal in the accumulator format."""
     if not fast_ok(x, y, m) or OBSERVER.get() is not None:
         return False
     ofmt = m.output_format
-    if m.rounding != "toward_zero" or ofmt.kind != "float" or ofmt.mbits > 52:
+    for f in (ofmt, get_format(m.acc_fmt)):  # step values and c are held in float32
+        if f.kind != "float" or f.mbits > 23 or f.emax > 127 or f.emin < -126:
+            return False
+    if m.rounding != "toward_zero":
         return False
     if m.c_entry == "after":
         if (ofmt.emin, ofmt.mbits, ofmt.emax, ofmt.inf) != (-126, 23, 127, True):
@@ -185,69 +193,78 @@ def operand_exponents(xK, yK, emin: int):
     return _exponents(xK, emin, xp), _exponents(yK, emin, xp)
 
 
-def block_emax(exS, eyS, floor: int):
-    """The largest exponent sum e_a + e_b of the products of each step, at least
-    ``floor``, for S steps at once: exS (S, l, B, M) and eyS (S, l, B, N) the operands'
-    exponents (``operand_exponents``); (S, B, M, N) int32.  A zero operand's exponent
-    lies far below every other, so products with a zero never set it."""
-    xp = namespace(exS)
-    e = exS[..., :, None] + eyS[..., None, :]
+def block_emax(exK, eyK, k0: int, g: int, l: int, floor: int):
+    """The largest exponent sum e_a + e_b of the products of each of g steps of l
+    products from ``k0`` on, at least ``floor``: exK (K, B, M) and eyK (K, B, N) the
+    operands' exponents (``operand_exponents``); (g, B, M, N) int32.  A zero operand's
+    exponent lies far below every other, so products with a zero never set it.  (Whole
+    tensors and offsets, not slices, go in: compiled, views would multiply its guards.)"""
+    xp = namespace(exK)
+    ex = exK[k0:k0 + g * l].reshape((g, l) + tuple(exK.shape[1:]))
+    ey = eyK[k0:k0 + g * l].reshape((g, l) + tuple(eyK.shape[1:]))
+    e = ex[..., :, None] + ey[..., None, :]
     return xp.clamp_min(xp.amax(e, 1), floor)
 
 
 def step_scale(Ep, acc, floor: int, F: int, wide: bool, after: bool):
-    """e_max of a step, from its products' ``Ep`` (``block_emax``) and the accumulator
-    (normal or zero values; its exponent is read from bits; not with ``after``, where c
-    does not take part), and 2**(F - e_max) built from exponent bits: float32, or float64
-    with ``wide``.  In float32 the power is clamped to the normal range: only a step
-    without a nonzero product can pass it (``product_dtype`` keeps F - e_max within
-    [-126, 127] for every e_max a nonzero product sets), and its products are zeros."""
+    """2**(F - e_max) of a step, built from exponent bits: e_max from its products' ``Ep``
+    (``block_emax``) and the accumulator ``acc`` (float32 holding normal or zero values;
+    its exponent is read from bits; not with ``after``, where c does not take part);
+    float32, or float64 with ``wide``.  In float32 the power is clamped to the normal
+    range: only a step without a nonzero product can pass it (``product_dtype`` keeps
+    F - e_max within [-126, 127] for every e_max a nonzero product sets), and
+    ``sum_step`` flags it where c is nonzero."""
     xp = namespace(Ep)
     i32, i64 = xp.dtype_of("int32"), xp.dtype_of("int64")
     E = Ep
     if not after:
-        ea = ((acc.view(i64) >> 52) & 0x7FF) - 1023
-        E = xp.maximum(E, xp.astype(xp.where(acc != 0, ea, floor), i32))
+        ea = ((acc.view(i32) >> 23) & 0xFF) - 127
+        E = xp.maximum(E, xp.where(acc != 0, ea, floor))
     if wide:
-        up = (xp.astype(F + 1023 - E, i64) << 52).view(xp.dtype_of("float64"))
-    else:
-        up = (xp.clip(F + 127 - E, 1, 254) << 23).view(xp.dtype_of("float32"))
-    return E, up
+        return (xp.astype(F + 1023 - E, i64) << 52).view(xp.dtype_of("float64"))
+    return (xp.clip(F + 127 - E, 1, 254) << 23).view(xp.dtype_of("float32"))
 
 
 # size: one step of the rule (align, sum, add c, scale back, round, check) and the next
 # step's scale, written once
-def sum_step(xK, yK, up, E, acc, Ep_next, flag, F: int, floor: int, wide: bool, after: bool,
-             mask: int, int32_term: bool, int32_sum: bool, lo: float, hi: float):
-    """One step: the products of xK (l, B, M) and yK (l, B, N) times ``up`` =
-    2**(F - e_max) (exact), truncated toward zero to integers (the conversion), summed
-    exactly (int32 where the terms allow, else int64); plus the accumulator truncated to
-    a multiple of 2**(e_max - F) (c ``"aligned"``); times 2**(e_max - F) and rounded
-    toward zero to the step format by clearing the float64's low bits (``mask``).  With
-    ``after``: that rounded sum plus c by one float32 addition.  Returns the new
-    accumulator, the next step's (E, up) from its products' ``Ep_next``
-    (``step_scale``), and ``flag`` (per output) or-ed with whether its exact sum (or,
-    after, the sum with c) lay outside [lo, hi): where any is set, the caller redoes the
-    product (a subnormal or overflowing result)."""
+def sum_step(xK, yK, k0: int, l: int, up, acc, Eg, i: int, F: int, floor: int,
+             wide: bool, after: bool, mask: int, int32_term: bool, int32_sum: bool,
+             up_top: float, up_tiny: float, lo: float, hi: float):
+    """One step: the products of xK[k0:k0 + l] (l, B, M) and yK[k0:k0 + l] (l, B, N)
+    times ``up`` = 2**(F - e_max) (exact), truncated toward zero to integers (the
+    conversion), summed exactly (int32 where the terms allow, else int64); plus the
+    accumulator (float32 values) truncated to a multiple of 2**(e_max - F) (c
+    ``"aligned"``); divided by ``up`` and rounded toward zero to the step format by
+    clearing the float64's low bits (``mask``).  With ``after``: that rounded sum plus c
+    by one float32 addition.  Returns the new accumulator (float32) and the next step's
+    scale from its products' e_max ``Eg[i]`` (``block_emax``, ``step_scale``).
+
+    An output that may leave the plain range becomes NaN, and stays NaN through the
+    later steps (inputs and c are finite, so no other NaN arises): e_max above the plan's
+    ``top`` (``up < up_top``), or below its ``tiny`` (``up > up_tiny``: then a float32
+    ``up`` may be clamped, and a result subnormal) with a nonzero term, or, after, a sum
+    with c outside [lo, hi).  The caller redoes a product with a NaN output.  (A flag
+    per output, not a reduction, lets the compiled step stay one loop.)"""
     xp = namespace(xK)
-    i64, f64 = xp.dtype_of("int64"), xp.dtype_of("float64")
-    p = xK[..., :, None] * yK[..., None, :] * up
+    f32, f64 = xp.dtype_of("float32"), xp.dtype_of("float64")
+    p = xK[k0:k0 + l, ..., :, None] * yK[k0:k0 + l, ..., None, :] * up
     j = xp.astype(p, xp.dtype_of("int32" if int32_term else "int64"))
-    S = xp.astype(j.sum(0, dtype=xp.dtype_of("int32" if int32_sum else "int64")), f64)
-    E64 = xp.astype(E, i64)
+    js = j.sum(0, dtype=xp.dtype_of("int32" if int32_sum else "int64"))
+    S = xp.astype(js, f64)
+    u = xp.astype(up, f64)  # exact: a power of two, never clamped where no NaN is set
+    nonzero = js != 0
     if not after:
-        S = S + xp.trunc(acc * ((F + 1023 - E64) << 52).view(f64))  # an exact zero is +0
-    val = S * ((E64 + (1023 - F)) << 52).view(f64)
-    a = xp.abs(val)
-    flag = flag | ((a >= hi) | ((a < lo) & (val != 0))).any()
-    r = (val.view(i64) & mask).view(f64)
+        S = S + xp.trunc(xp.astype(acc, f64) * u)  # an exact zero is +0
+        nonzero = nonzero | (acc != 0)
+    val = S / u  # exact (dividing by a power of two, no underflow where no NaN is set)
+    r = xp.astype((val.view(xp.dtype_of("int64")) & mask).view(f64), f32)  # exact
+    risky = (up < up_top) | ((up > up_tiny) & nonzero)
     if after:
-        f32 = xp.dtype_of("float32")
-        r = xp.astype(xp.astype(r, f32) + xp.astype(acc, f32), f64)
+        r = r + acc  # float32's addition: the exact sum rounded to nearest-even
         a = xp.abs(r)
-        flag = flag | ((a >= hi) | ((a < lo) & (r != 0))).any()
-    E_next, up_next = step_scale(Ep_next, r, floor, F, wide, after)
-    return r, E_next, up_next, flag
+        risky = risky | (a >= hi) | ((a < lo) & (r != 0))
+    r = xp.where(risky, float("nan"), r)
+    return r, step_scale(Eg[i], r, floor, F, wide, after)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,10 +312,10 @@ def chain_matmul_fused(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape,
     xK = np.ascontiguousarray(np.moveaxis(x, -1, 0), pdt)  # (K, Bx, M)
     yK = np.ascontiguousarray(np.moveaxis(y, -2, 0), pdt)  # (K, By, N)
     plan = _Plan(m, in_fmt, max(1, min(m.L, K)), pdt is np.float64)
-    acc = np.zeros((nb, rows, cols)) if c is None else \
-        np.array(np.broadcast_to(c, out_shape), np.float64).reshape(nb, rows, cols)
+    acc = np.zeros((nb, rows, cols), np.float32) if c is None else \
+        np.array(np.broadcast_to(c, out_shape), np.float32).reshape(nb, rows, cols)  # exact
     if K == 0:
-        return acc.reshape(out_shape)
+        return acc.astype(np.float64).reshape(out_shape)
     fns: tuple = (operand_exponents, block_emax, sum_step)
     r: Any = False
     if compiled:
@@ -316,6 +333,8 @@ def chain_matmul_fused(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape,
             r = r.numpy()
     else:
         r = _chain(xK, yK, acc, fns, plan, m.L)
+    if r is not False:
+        r = r.astype(np.float64)
     if r is False:  # a subnormal or overflowing result: the numpy kernel
         return chain_matmul_fast(x, y, in_fmt, m, None if c is None else
                                  np.broadcast_to(c, out_shape).reshape(acc.shape),
@@ -338,31 +357,27 @@ def _chain(xK, yK, acc, fns, plan: _Plan, L: int):
     full, tail = divmod(K, L)
     per = max(B, yK.shape[1]) * M * N * (L if xp.name == "numpy" else 1)
     group = max(1, min(full, _EMAX_ELEMS[xp.name] // per))
-    blocks: dict = {}
+    groups: dict = {}
 
-    def ep(s):  # the products' e_max of step s (groups computed on first use, then dropped)
-        if s not in blocks:
-            blocks.clear()
+    def ep(s):  # (group, index) of step s's products' e_max (a group at a time, on first use)
+        if s not in groups:
+            groups.clear()
             if s < full:
                 g = min(group, full - s)
-                sl = slice(s * L, (s + g) * L)
-                e = emax(exK[sl].reshape((g, L) + xK.shape[1:]),
-                         eyK[sl].reshape((g, L) + yK.shape[1:]), plan.floor)
-                blocks.update({s + i: e[i] for i in range(g)})
+                e = emax(exK, eyK, s * L, g, L, plan.floor)
             else:
-                sl = slice(full * L, K)
-                blocks[s] = emax(exK[None, sl], eyK[None, sl], plan.floor)[0]
-        return blocks[s]
+                g, e = 1, emax(exK, eyK, full * L, 1, tail, plan.floor)
+            groups.update({s + i: (e, i) for i in range(g)})
+        return groups[s]
 
     n = full + (tail > 0)
     with np.errstate(all="ignore"):
-        E, up = step_scale(ep(0), acc, plan.floor, plan.F, plan.wide, plan.after)
-        flag = (acc != acc).any()
+        e0, i0 = ep(0)
+        up = step_scale(e0[i0], acc, plan.floor, plan.F, plan.wide, plan.after)
         for s in range(n):
-            nxt = ep(s + 1) if s + 1 < n else ep(s)  # the last step's "next" is unused
-            sl = slice(s * L, min(K, (s + 1) * L))
-            acc, E, up, flag = add(xK[sl], yK[sl], up, E, acc, nxt, flag, *plan.consts())
-    if bool(flag):
+            eg, i = ep(s + 1) if s + 1 < n else ep(s)  # the last step's "next" is unused
+            acc, up = add(xK, yK, s * L, min(L, K - s * L), up, acc, eg, i, *plan.consts())
+    if bool((acc != acc).any()):  # NaN: an output left the plain range (``sum_step``)
         return False
     return acc
 
