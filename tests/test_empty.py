@@ -518,6 +518,9 @@ NO_ARRAY_INPUT = {
     "check_int_operands": "takes a model and two flags",
     "get_num_threads": "no arguments", "set_num_threads": "takes a thread count",
     "limit_threads": "takes a thread count",
+    "get_matmul_kernel": "no arguments", "set_matmul_kernel": "takes a kernel name",
+    "matmul_kernel": "takes a kernel name (empty products: the K = 0 case of "
+                     "tests/test_tensorcore_fused.py)",
     "BlockFormat": "a block-format description", "BlockFormatInfo": "a record",
     "block_formats": "no arguments", "GEMMS": "a constant", "format_table": "takes rows of compare_quantization", "get_block_format": "takes a block-format name",
 }

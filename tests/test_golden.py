@@ -190,6 +190,10 @@ def numpy_digest(d: Digest) -> None:  # noqa: C901 - one list of calls
         d.add("threads", [n1, ff.get_num_threads(), ff.cast(grid("bf16"), "bf16")])
     ff.set_num_threads(n0)
     d.add("threads", ff.cast(grid("bf16"), "bf16"))
+    ff.set_matmul_kernel("numpy")  # the default, said out loud
+    with ff.matmul_kernel("numpy"):
+        assert ff.get_matmul_kernel() == "numpy"
+        d.add("matmul_kernel", _matmul_kernel_cases())
 
     for name in FORMATS:
         f = ff.get_format(name)
@@ -336,9 +340,24 @@ def numpy_digest(d: Digest) -> None:  # noqa: C901 - one list of calls
     d.add("flags", [isinstance(fc, ff.FlagCounts), str(fc), {k: getattr(fc, k) for k in dir(fc) if not k.startswith("_") and not callable(getattr(fc, k))}])
 
 
+def _matmul_kernel_cases() -> list:
+    """Matrix-unit products for the kernel setting: the compiled kernel (torch's digest)
+    must give the numpy kernel's bits, so both groups hash the same values."""
+    rng = np.random.default_rng(17)
+    a, b = rng.standard_normal((2, 9, 37)), rng.standard_normal((37, 11))
+    c = ff.cast(rng.standard_normal((9, 11)), "fp32")
+    return [ff.matmul(a, b, "bf16", model="h100"), ff.mma(a, b, c, "bf16", "h100"),
+            ff.matmul(a, b, "fp8_e4m3", model="b200"), ff.matmul(a, b, "tf32", model="a100")]
+
+
 def torch_digest(d: Digest, torch) -> None:
-    """CPU tensors: through the NumPy kernels and forced through the namespace code."""
+    """CPU tensors: through the NumPy kernels and forced through the namespace code; the
+    compiled matrix-unit kernel."""
     from floatfmt.backend.dispatch import force_namespace
+
+    with ff.matmul_kernel("compiled"):
+        assert ff.get_matmul_kernel() == "compiled"
+        d.add("torch_matmul_kernel", _matmul_kernel_cases())
 
     for path in ("host", "namespace"):
         with force_namespace(path == "namespace"):
@@ -410,6 +429,13 @@ def test_every_public_name_is_in_the_digest():
     src = inspect.getsource(sys.modules[__name__])
     missing = [n for n in ff.__all__ if f"ff.{n}" not in src]
     assert not missing, f"add these public names to tests/test_golden.py: {missing}"
+
+
+def test_compiled_kernel_digest_equals_numpy_kernel_digest(now):
+    """The compiled matrix-unit kernel's products hash as the numpy kernel's."""
+    if "torch_matmul_kernel" not in now:
+        pytest.importorskip("torch")
+    assert now["torch_matmul_kernel"] == now["matmul_kernel"]
 
 
 def test_golden_bits_unchanged(golden, now):

@@ -208,3 +208,18 @@ def test_compiled_kernel_through_matmul_and_emulate():
     assert _same(want, got).all()
     for p, q in zip(plain, comp):
         assert torch.equal(p, q)
+
+
+@pytest.mark.parametrize("kernel", ["fused", "compiled"])
+def test_fused_kernel_empty_products(kernel):
+    """K = 0 gives c (or +0), and no rows or no columns give empty results, as numpy."""
+    if kernel == "compiled":
+        pytest.importorskip("torch", reason="the compiled kernel needs torch")
+    m = PRESETS["h100/bf16"]
+    warnings.simplefilter("error", RuntimeWarning)  # (pytest restores the filters)
+    z = _kernel(m, np.ones((3, 0)), np.ones((0, 4)), None, kernel)
+    assert z.shape == (3, 4) and (z == 0).all() and not np.signbit(z).any()
+    c = np.full((3, 4), -1.5)
+    assert (_kernel(m, np.ones((3, 0)), np.ones((0, 4)), c, kernel) == -1.5).all()
+    assert _kernel(m, np.ones((0, 5)), np.ones((5, 4)), None, kernel).shape == (0, 4)
+    assert _kernel(m, np.ones((3, 5)), np.ones((5, 0)), None, kernel).shape == (3, 0)

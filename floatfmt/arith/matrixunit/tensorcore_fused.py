@@ -2,39 +2,44 @@
 setting that turns it on (``set_matmul_kernel``, ``matmul_kernel``).
 
 The steps are those of ``tensorcore_fast`` (its docstring states them), written over
-the array namespace as two functions per step of L products:
+the array namespace as three functions:
 
-* ``emax_step``: the exponent sums e_a + e_b of the L products, their maximum, the
-  floor ``zero_exponent`` and the accumulator's exponent: e_max, and 2**(F - e_max)
-  built from exponent bits;
-* ``sum_step``: every product times 2**(F - e_max) (exact), converted to an integer
-  (C's conversion truncates toward zero: the alignment), the integers summed, the
-  truncated accumulator added, the sum scaled back by 2**(e_max - F) and rounded
-  toward zero to the step format by clearing its low bits.
+* ``operand_exponents``: every operand's exponent max(floor(log2|v|), emin), read from
+  its bits, once per product (a zero's far below every other);
+* ``block_emax``: for a group of steps at once, the largest exponent sum e_a + e_b
+  of each step's L products, at least the floor ``zero_exponent``;
+* ``sum_step``: one step: every product times 2**(F - e_max) (exact), converted to an
+  integer (C's conversion truncates toward zero: the alignment), the integers summed,
+  the truncated accumulator added, the sum divided by 2**(F - e_max) and rounded toward
+  zero to the step format by clearing its low bits; and the next step's 2**(F - e_max)
+  (``step_scale``: the accumulator's exponent against the next products').
 
-On numpy arrays the two functions run as they are (the products of a step are stored:
-small shapes only, as in the tests).  With ``set_matmul_kernel("compiled")`` the
-numpy kernels' callers run them on torch CPU tensors through ``torch.compile``
-(inductor's C++ backend: each function becomes one loop nest, so the L products of a
-step are never stored); the tensors share the arrays' memory.  512^3 bf16 ``h100`` on
-a 2-core machine: 29 ms against the numpy kernel's 160 ms (benchmarks/bench_matmul.py).
+On numpy arrays the functions run as they are (a step's products are stored: small
+shapes only, as in the tests).  With ``set_matmul_kernel("compiled")`` the callers of
+the numpy kernels run them on torch CPU tensors through ``torch.compile`` (inductor's
+C++ backend: a step is one compiled call, and the L products of a step are never
+stored); the tensors share the arrays' memory, the accumulator is kept in float32 (every
+step format admitted is a subset of it).  512^3 bf16 ``h100`` on a 2-core Xeon: 41-44 ms
+against the numpy kernel's 155-164 ms (benchmarks/bench_matmul.py).
 
 Where the fused form does not hold, nothing changes: ``fused_ok`` admits the cases of
-``tensorcore_fast.fast_ok`` whose steps round toward zero to a float format, with c
-entering ``"aligned"`` (or ``"after"`` into an fp32 accumulator: the products' sum, then
-one float32 addition, which is IEEE's round to nearest-even of the exact sum) and
-a finite accumulator that is not subnormal.  A result that may be subnormal or near
-the step format's overflow threshold (an output whose exact sum lies outside
-[smallest normal, 2**emax)) is noticed at the end of the chain, and the whole product
-is then done again by ``tensorcore_fast``.  tests/test_tensorcore_fused.py proves the
-numpy run and the compiled run equal to ``tensorcore_fast`` (itself proven equal to the
-reference steps).
+``tensorcore_fast.fast_ok`` whose steps round toward zero to a format float32 holds,
+with c entering ``"aligned"`` (or ``"after"`` into an fp32 accumulator: the products'
+sum, then one float32 addition, which is IEEE's round to nearest-even of the exact sum)
+and a finite accumulator that is not subnormal.  An output that may become subnormal or
+overflow (e_max past the bounds where clearing bits is the whole rounding) is set to
+NaN, which the later steps keep; a NaN at the end means the whole product is done again
+by ``tensorcore_fast``.  tests/test_tensorcore_fused.py proves the numpy run equal to
+the slow independent model and the compiled run equal to ``tensorcore_fast`` (itself
+proven equal to the reference steps).
 
 The compiled kernel needs torch (``pip install "floatfmt[torch]"``) and a C++ compiler
-at run time (inductor's); ``import floatfmt`` needs neither.  The first call in a
-process compiles (about 2-4 s; later processes reuse inductor's cache); shapes are
-dynamic, so the kernels are reused across sizes.  If compiling fails, a warning says
-why and the numpy kernel runs (the same bits).
+at run time (inductor's); ``import floatfmt`` needs neither.  It runs on torch's threads
+(``torch.set_num_threads``; changing them per call would cost milliseconds), the numpy
+kernel on floatfmt's.  The first call in a process compiles (about 2-4 s when
+inductor's cache has the kernels, about 30 s for all the variants the tests use on a
+fresh machine); shapes are dynamic, so the kernels serve every size.  If compiling
+fails, a warning says why and the numpy kernel runs from then on (the same bits).
 """
 
 from __future__ import annotations
@@ -89,8 +94,9 @@ def _check(name) -> str:
 def set_matmul_kernel(name: str) -> None:
     """Choose the kernel of every matrix-unit product (``ff.matmul(..., model=)``,
     ``ff.mma``, the recipes and ``emulate``) for the process: ``"numpy"`` (the default)
-    or ``"compiled"`` (torch.compile of the fused steps; needs torch and a C++ compiler).
-    The bits are the same; only the speed differs.  The environment variable
+    or ``"compiled"`` (torch.compile of the fused steps, ``tensorcore_fused``; needs
+    torch and a C++ compiler; runs on torch's threads, the first call compiles).  The bits
+    are the same; only the speed differs.  The environment variable
     ``FLOATFMT_MATMUL_KERNEL`` sets the default.
 
     >>> import floatfmt as ff
@@ -314,7 +320,7 @@ def chain_matmul_fused(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape,
     plan = _Plan(m, in_fmt, max(1, min(m.L, K)), pdt is np.float64)
     acc = np.zeros((nb, rows, cols), np.float32) if c is None else \
         np.array(np.broadcast_to(c, out_shape), np.float32).reshape(nb, rows, cols)  # exact
-    if K == 0:
+    if K == 0 or acc.size == 0:  # no products, or no outputs
         return acc.astype(np.float64).reshape(out_shape)
     fns: tuple = (operand_exponents, block_emax, sum_step)
     r: Any = False
