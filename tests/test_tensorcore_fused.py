@@ -223,3 +223,36 @@ def test_fused_kernel_empty_products(kernel):
     assert (_kernel(m, np.ones((3, 0)), np.ones((0, 4)), c, kernel) == -1.5).all()
     assert _kernel(m, np.ones((0, 5)), np.ones((5, 4)), None, kernel).shape == (0, 4)
     assert _kernel(m, np.ones((3, 5)), np.ones((5, 0)), None, kernel).shape == (3, 0)
+
+
+def test_compiled_kernel_survives_dynamo_recompile_limit(monkeypatch):
+    """More shapes than dynamo's recompile limit allows one code object: the kernel makes
+    fresh copies and goes on compiling (no warning, no fallback), with the same bits."""
+    torch = pytest.importorskip("torch", reason="the compiled kernel needs torch")
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 4)
+    retired = []
+    retire = tfu._retire
+    monkeypatch.setattr(tfu, "_retire", lambda key: (retired.append(key), retire(key)))
+    m = PRESETS["h100/bf16"].replace(F=24)  # a plan of its own: fresh code objects
+    rng = np.random.default_rng(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for shape in ((1, 20, 3), (2, 33, 5), (4, 16, 1)):  # batch 1 / 2, K tails, N = 1
+            a, b = _operands(m, (shape[0] * 3, shape[1]), (shape[1], shape[2]), rng)
+            a = a.reshape(shape[0], 3, shape[1])
+            fast = _kernel(m, a, b, None, "fast")
+            comp = _kernel(m, a, b, None, "compiled")
+            assert _same(fast, comp).all(), shape
+    assert retired  # the limit was hit, and the copies replaced
+    assert not tfu._FAILED
+
+
+def test_compiled_kernel_without_torch_names_the_extra(monkeypatch):
+    """Asking for the compiled kernel where torch is missing is the extra's error."""
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now fails
+    with pytest.raises(ModuleNotFoundError, match=r'pip install "floatfmt\[torch\]"'):
+        ff.set_matmul_kernel("compiled")
+    with pytest.raises(ModuleNotFoundError, match="compiled"):
+        with ff.matmul_kernel("compiled"):
+            pass
+    assert ff.get_matmul_kernel() == "numpy"

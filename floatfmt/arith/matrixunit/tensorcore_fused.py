@@ -292,6 +292,13 @@ def _compiled(fn, key: tuple):
     return f
 
 
+def _retire(key: tuple) -> None:
+    """Forget the compiled copies of one plan: the next call makes new code objects, whose
+    recompile counts start at zero (dynamo's limit is per code object)."""
+    for k in [k for k in _COMPILED if k[1] == key]:
+        del _COMPILED[k]
+
+
 def use_compiled(x, y, m: TensorCoreModel, c) -> bool:
     """Whether a product runs on the compiled fused kernel: ``get_matmul_kernel()`` is
     ``"compiled"``, compiling has not failed in this process, and ``fused_ok``."""
@@ -325,16 +332,22 @@ def chain_matmul_fused(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape,
     fns: tuple = (operand_exponents, block_emax, sum_step)
     r: Any = False
     if compiled:
-        try:
-            key = plan.consts() + (str(pdt),)
-            fns = tuple(_compiled(f, key) for f in fns)
-            tx, ty, tacc = (from_host(v, "cpu") for v in (xK, yK, acc))
-            r = _chain(tx, ty, tacc, fns, plan, m.L)
-        except Exception as err:  # noqa: BLE001 (inductor raises many kinds; the fallback is exact)
-            _FAILED.append(f"{type(err).__name__}: {err}")
-            warnings.warn("the compiled matmul kernel failed (" + _FAILED[0][:300] + "); "
-                          "the numpy kernel runs instead (the same bits)", RuntimeWarning,
-                          stacklevel=3)
+        key = plan.consts() + (str(pdt),)
+        tx, ty, tacc = (from_host(v, "cpu") for v in (xK, yK, acc))
+        for attempt in range(2):
+            try:
+                r = _chain(tx, ty, tacc, tuple(_compiled(f, key) for f in fns), plan, m.L)
+                break
+            except Exception as err:  # noqa: BLE001 (inductor raises many kinds; the fallback is exact)
+                if attempt == 0 and "RecompileLimit" in type(err).__name__:
+                    _retire(key)  # too many shapes for one copy: fresh copies, once
+                    continue
+                _FAILED.append(f"{type(err).__name__}: {err}")
+                warnings.warn("the compiled matmul kernel failed (" + _FAILED[0][:300] + "); "
+                              "the numpy kernel runs instead (the same bits)", RuntimeWarning,
+                              stacklevel=3)
+                r = False
+                break
         if r is not False:
             r = r.numpy()
     else:
