@@ -256,3 +256,32 @@ def test_compiled_kernel_without_torch_names_the_extra(monkeypatch):
         with ff.matmul_kernel("compiled"):
             pass
     assert ff.get_matmul_kernel() == "numpy"
+
+
+# models of one's own: wide alignments (int64 terms and sums), long and short blocks, a
+# lower zero floor, the e8m13 step format of FP8, c after
+CUSTOM = [("F30-L64", PRESETS["h100/bf16"].replace(F=30, L=64)),
+          ("F27-L32", PRESETS["b200/bf16"].replace(F=27, L=32)),
+          ("F10-L2", PRESETS["a100/fp16"].replace(F=10, L=2, zero_exponent=-140)),
+          ("e5m2-L8", PRESETS["h100/fp8_e5m2"].replace(L=8)),
+          ("after-F22", PRESETS["b200/fp8_e4m3"].replace(F=22, L=16))]
+
+
+@pytest.mark.parametrize("name,m", CUSTOM, ids=[n for n, _ in CUSTOM])
+def test_compiled_custom_models_equal_slow_model(name, m):
+    """The compiled kernel on models of one's own against the slow independent model
+    (and the fast kernel), with an accumulator and a K tail."""
+    pytest.importorskip("torch", reason="the compiled kernel needs torch")
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    M, N, K = 6, 7, 2 * m.L + 3
+    a, b = _operands(m, (M, K), (K, N), rng)
+    c = _random_c(m, M * N, rng).reshape(M, N)
+    x, y, _ = _inputs(m, a, b)
+    assert tfu.fused_ok(x, y, m, c)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = _kernel(m, a, b, c, "compiled")
+    ref = np.array([[slow.dot(a[i], b[:, j], m, c[i, j]) for j in range(N)] for i in range(M)])
+    bad = ~_same(got, ref)
+    assert not bad.any(), (name, int(bad.sum()), np.argwhere(bad)[:4].tolist())
+    assert _same(got, _kernel(m, a, b, c, "fast")).all()
