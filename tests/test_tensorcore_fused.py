@@ -229,13 +229,12 @@ def test_compiled_kernel_survives_dynamo_recompile_limit(monkeypatch):
     """More shapes than dynamo's recompile limit allows one code object: the kernel makes
     fresh copies and goes on compiling (no warning, no fallback), with the same bits."""
     torch = pytest.importorskip("torch", reason="the compiled kernel needs torch")
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 4)
     retired = []
     retire = tfu._retire
     monkeypatch.setattr(tfu, "_retire", lambda key: (retired.append(key), retire(key)))
     m = PRESETS["h100/bf16"].replace(F=24)  # a plan of its own: fresh code objects
     rng = np.random.default_rng(4)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), torch._dynamo.config.patch(recompile_limit=4):
         warnings.simplefilter("error", RuntimeWarning)
         for shape in ((1, 20, 3), (2, 33, 5), (4, 16, 1)):  # batch 1 / 2, K tails, N = 1
             a, b = _operands(m, (shape[0] * 3, shape[1]), (shape[1], shape[2]), rng)

@@ -253,9 +253,10 @@ def sum_step(xK, yK, k0: int, l: int, up, acc, Eg, i: int, F: int, floor: int,
     per output, not a reduction, lets the compiled step stay one loop.)"""
     xp = namespace(xK)
     f32, f64 = xp.dtype_of("float32"), xp.dtype_of("float64")
+    jt, st = xp.dtype_of("int32" if int32_term else "int64"), \
+        xp.dtype_of("int32" if int32_sum else "int64")
     p = xK[k0:k0 + l, ..., :, None] * yK[k0:k0 + l, ..., None, :] * up
-    j = xp.astype(p, xp.dtype_of("int32" if int32_term else "int64"))
-    js = j.sum(0, dtype=xp.dtype_of("int32" if int32_sum else "int64"))
+    js = xp.astype(p, jt).sum(0, dtype=st)
     S = xp.astype(js, f64)
     u = xp.astype(up, f64)  # exact: a power of two, never clamped where no NaN is set
     nonzero = js != 0
