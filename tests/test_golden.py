@@ -355,9 +355,14 @@ def torch_digest(d: Digest, torch) -> None:
     compiled matrix-unit kernel."""
     from floatfmt.backend.dispatch import force_namespace
 
-    with ff.matmul_kernel("compiled"):
-        assert ff.get_matmul_kernel() == "compiled"
-        d.add("torch_matmul_kernel", _matmul_kernel_cases())
+    import floatfmt.arith.matrixunit.tensorcore_fused as fused
+    least, fused.MIN_PRODUCTS = fused.MIN_PRODUCTS, 0  # these small products too
+    try:
+        with ff.matmul_kernel("compiled"):
+            assert ff.get_matmul_kernel() == "compiled"
+            d.add("torch_matmul_kernel", _matmul_kernel_cases())
+    finally:
+        fused.MIN_PRODUCTS = least
 
     for path in ("host", "namespace"):
         with force_namespace(path == "namespace"):

@@ -157,15 +157,22 @@ def test_compiled_kernel_equals_fast_kernel():
     assert not tfu._FAILED
 
 
-def test_matmul_kernel_setting_chooses_and_refuses():
+def test_matmul_kernel_setting_chooses_and_refuses(monkeypatch):
     """``ff.matmul_kernel`` / ``set_matmul_kernel`` choose the compiled kernel where it
-    applies (``choose_kernel``), ``get_matmul_kernel`` says which is in force, and bad
-    names and types are clear errors."""
+    applies (``choose_kernel``; products of ``MIN_PRODUCTS`` multiply-adds and more),
+    ``get_matmul_kernel`` says which is in force, and bad names and types are clear
+    errors."""
     m = PRESETS["h100/bf16"]
     f = ff.get_format("bf16")
     a = np.ones((3, 4))
     assert ff.get_matmul_kernel() == "numpy"
     assert tc.choose_kernel(a, a.T, m, f) == "fast"
+    big = np.ones((2, 64, 128))  # 2 x 64 x 128 x 64 = 2**20 multiply-adds
+    with ff.matmul_kernel("compiled"):
+        assert tc.choose_kernel(a, a.T, m, f) == "fast"  # small: numpy's kernel
+        assert tc.choose_kernel(big, big[0].T, m, f) == "compiled"
+        assert tc.choose_kernel(big[:, :63], big[0].T, m, f) == "fast"
+    monkeypatch.setattr(tfu, "MIN_PRODUCTS", 0)
     with ff.matmul_kernel("compiled"):
         assert ff.get_matmul_kernel() == "compiled"
         assert tc.choose_kernel(a, a.T, m, f) == "compiled"
@@ -181,10 +188,14 @@ def test_matmul_kernel_setting_chooses_and_refuses():
         tc._chain_matmul(a, None, a.T, None, m, fmt=f, kernel="fuse")
 
 
-def test_compiled_kernel_through_matmul_and_emulate():
+def test_compiled_kernel_through_matmul_and_emulate(monkeypatch):
     """The public entry points take the setting: ``ff.matmul(model=)`` of a 64^3 product
     and an emulated linear layer's forward and gradients give the numpy kernel's bits."""
     torch = pytest.importorskip("torch", reason="emulate needs torch")
+    monkeypatch.setattr(tfu, "MIN_PRODUCTS", 0)  # small products take it too
+    chosen = []
+    fused = tc.chain_matmul_fused
+    monkeypatch.setattr(tc, "chain_matmul_fused", lambda *a, **k: (chosen.append(k), fused(*a, **k))[1])
     import floatfmt.torch as fft
     rng = np.random.default_rng(8)
     a, b = rng.standard_normal((64, 64)), rng.standard_normal((64, 48))
@@ -208,6 +219,7 @@ def test_compiled_kernel_through_matmul_and_emulate():
     assert _same(want, got).all()
     for p, q in zip(plain, comp):
         assert torch.equal(p, q)
+    assert len(chosen) >= 4 and all(k["compiled"] for k in chosen)  # matmul, fwd, 2 grads
 
 
 @pytest.mark.parametrize("kernel", ["fused", "compiled"])

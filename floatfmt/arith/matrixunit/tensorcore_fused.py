@@ -64,14 +64,14 @@ from ...core.rounding import OBSERVER
 from .model import TensorCoreModel
 from .tensorcore_fast import chain_matmul_fast, fast_ok, product_dtype
 
-__all__ = ["MATMUL_KERNELS", "set_matmul_kernel", "get_matmul_kernel", "matmul_kernel",
+__all__ = ["MATMUL_KERNELS", "MIN_PRODUCTS", "set_matmul_kernel", "get_matmul_kernel", "matmul_kernel",
            "fused_ok", "operand_exponents", "block_emax", "step_scale", "sum_step", "use_compiled",
            "chain_matmul_fused"]
 
 #: The kernels a matrix-unit product (``model=``) may run on: ``"numpy"`` (the default:
 #: ``tensorcore_fast`` and the reference steps) and ``"compiled"`` (this module's fused
 #: kernel through ``torch.compile`` where ``fused_ok`` admits the product, else numpy's).
-#: Both give the same bits.
+#: Both give the same bits.  (Products smaller than ``MIN_PRODUCTS`` stay on numpy's.)
 MATMUL_KERNELS = ("numpy", "compiled")
 
 _ZERO_EXP = -16000  # the exponent of a zero input: its products never set e_max
@@ -94,9 +94,10 @@ def _check(name) -> str:
 def set_matmul_kernel(name: str) -> None:
     """Choose the kernel of every matrix-unit product (``ff.matmul(..., model=)``,
     ``ff.mma``, the recipes and ``emulate``) for the process: ``"numpy"`` (the default)
-    or ``"compiled"`` (torch.compile of the fused steps, ``tensorcore_fused``; needs
-    torch and a C++ compiler; runs on torch's threads, the first call compiles).  The bits
-    are the same; only the speed differs.  The environment variable
+    or ``"compiled"`` (torch.compile of the fused steps, ``tensorcore_fused``, for
+    products of at least ``MIN_PRODUCTS`` = 2**20 multiply-adds; needs torch and a C++
+    compiler; runs on torch's threads; the first call compiles).  The bits are the same;
+    only the speed differs.  The environment variable
     ``FLOATFMT_MATMUL_KERNEL`` sets the default.
 
     >>> import floatfmt as ff
@@ -300,10 +301,22 @@ def _retire(key: tuple) -> None:
         del _COMPILED[k]
 
 
+#: Products (multiply-adds) below which the compiled kernel leaves a product to numpy's:
+#: a compiled call costs about 50 us, so small products run faster there (the same bits).
+#: Measured on the 2-core Xeon (benchmarks/bench_emulate.py): models whose GEMMs are all
+#: 32 x 32 x 32-sized took 1.6-1.8x longer on the compiled kernel.
+MIN_PRODUCTS = 1 << 20
+
+
 def use_compiled(x, y, m: TensorCoreModel, c) -> bool:
     """Whether a product runs on the compiled fused kernel: ``get_matmul_kernel()`` is
-    ``"compiled"``, compiling has not failed in this process, and ``fused_ok``."""
-    return get_matmul_kernel() == "compiled" and not _FAILED and fused_ok(x, y, m, c)
+    ``"compiled"``, compiling has not failed in this process, the product has at least
+    ``MIN_PRODUCTS`` multiply-adds, and ``fused_ok``."""
+    if get_matmul_kernel() != "compiled" or _FAILED:
+        return False
+    n = np.prod(np.broadcast_shapes(x.shape[:-2], y.shape[:-2]), dtype=np.int64) * \
+        x.shape[-2] * x.shape[-1] * y.shape[-1]
+    return bool(n >= MIN_PRODUCTS) and fused_ok(x, y, m, c)
 
 
 def chain_matmul_fused(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape,
