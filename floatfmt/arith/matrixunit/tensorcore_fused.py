@@ -59,7 +59,6 @@ from ...backend.namespace import namespace
 from ...core.formats import Format, get_format
 from ...core.names import unknown_name
 from ...core.optional import optional_import
-from ...core.rounding import OBSERVER
 
 from .model import TensorCoreModel
 from .tensorcore_fast import chain_matmul_fast, fast_ok, product_dtype
@@ -163,7 +162,7 @@ def fused_ok(x, y, m: TensorCoreModel, c) -> bool:
     zero to a float format that float32 holds (as is the accumulator's), c enters ``"aligned"`` (or
     ``"after"`` with fp32 as the step format), and c (None: +0) is finite and not
     subnormal in the accumulator format."""
-    if not fast_ok(x, y, m) or OBSERVER.get() is not None:
+    if not fast_ok(x, y, m):  # (it also steps aside for an ``ff.flags()`` block)
         return False
     ofmt = m.output_format
     for f in (ofmt, get_format(m.acc_fmt)):  # step values and c are held in float32
@@ -357,26 +356,24 @@ def chain_matmul_fused(x, y, in_fmt: Format, m: TensorCoreModel, c, out_shape,
                     _retire(key)  # too many shapes for one copy: fresh copies, once
                     continue
                 _FAILED.append(f"{type(err).__name__}: {err}")
-                warnings.warn("the compiled matmul kernel failed (" + _FAILED[0][:300] + "); "
+                warnings.warn(f"the compiled matmul kernel failed ({_FAILED[-1][:300]}); "
                               "the numpy kernel runs instead (the same bits)", RuntimeWarning,
                               stacklevel=3)
-                r = False
                 break
         if r is not False:
             r = r.numpy()
     else:
         r = _chain(xK, yK, acc, fns, plan, m.L)
-    if r is not False:
-        r = r.astype(np.float64)
-    if r is False:  # a subnormal or overflowing result: the numpy kernel
+    if r is False:  # a subnormal or overflowing result, or no compiled kernel: numpy's
         return chain_matmul_fast(x, y, in_fmt, m, None if c is None else
                                  np.broadcast_to(c, out_shape).reshape(acc.shape),
                                  (nb, rows, cols)).reshape(out_shape)
-    return r.reshape(out_shape)
+    return r.astype(np.float64).reshape(out_shape)
 
 
-# Products (numpy: stored) or outputs (compiled) of one call of ``block_emax``
-_EMAX_ELEMS = {"numpy": 1 << 22, "torch": 1 << 22}
+# Elements one call of ``block_emax`` forms: its products' exponent sums on numpy (stored),
+# its outputs when compiled (the sums are not stored)
+_EMAX_ELEMS = 1 << 22
 
 
 def _chain(xK, yK, acc, fns, plan: _Plan, L: int):
@@ -389,7 +386,7 @@ def _chain(xK, yK, acc, fns, plan: _Plan, L: int):
     K, (_, B, M), N = xK.shape[0], xK.shape, yK.shape[-1]
     full, tail = divmod(K, L)
     per = max(B, yK.shape[1]) * M * N * (L if xp.name == "numpy" else 1)
-    group = max(1, min(full, _EMAX_ELEMS[xp.name] // per))
+    group = max(1, min(full, _EMAX_ELEMS // per))
     groups: dict = {}
 
     def ep(s):  # (group, index) of step s's products' e_max (a group at a time, on first use)
