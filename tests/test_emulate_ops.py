@@ -704,3 +704,20 @@ def test_a_layer_called_on_its_own_is_emulated_and_exceptions_switch_the_mode_of
     assert torch.equal(y, x @ x.T) and fft.emulation_report(model).rows()[0]["calls_emulated"] == 1
     fft.unemulate(model)
     assert not model._forward_hooks and not model[0]._forward_pre_hooks
+
+
+def test_fast_gemm_broadcast_bias_and_float32_carrier():
+    """gemm="fast": a bias expand-ed over the rows gives the bits of the same C written out
+    in full; float32 operands give a float32 result (float64 ones a float64 result with
+    the same values)."""
+    from floatfmt.torch.emulation import fast_gemm
+    g = torch.Generator().manual_seed(3)
+    a = ff.cast(torch.randn(33, 20, generator=g), "bf16")
+    b = ff.cast(torch.randn(20, 17, generator=g), "bf16")
+    bias = torch.randn(17, generator=g, dtype=torch.float64) * 5
+    cb = bias.expand(33, 17)
+    y = fast_gemm(a, b, 0.75, cb, "bf16")
+    y_full = fast_gemm(a, b, 0.75, cb.contiguous(), "bf16")
+    y64 = fast_gemm(a.double(), b.double(), 0.75, cb.contiguous(), "bf16")
+    assert y.dtype == torch.float32 and y64.dtype == torch.float64
+    assert torch.equal(y, y_full) and torch.equal(y.double(), y64)

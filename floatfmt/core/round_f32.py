@@ -363,6 +363,22 @@ def cast_float32(x, fmt: Format, rounding, overflow, ftz, daz, rng, sr_bits):
     if mode in STOCHASTIC:
         rng = make_rng(rng)
     arr = to_host(x) if tensor else x
-    r = round_float32(arr.reshape(-1), fmt, mode, policy, bool(ftz), bool(daz), rng,
-                      sr_bits).reshape(arr.shape)
+    perm = None if mode in STOCHASTIC else _memory_order(arr)  # (SR: the draws' order)
+    if perm is not None:  # a transposed view: round it in memory order, keep its layout
+        t = arr.transpose(perm)
+        r = round_float32(t.reshape(-1), fmt, mode, policy, bool(ftz), bool(daz), rng,
+                          sr_bits).reshape(t.shape).transpose(np.argsort(perm))
+    else:
+        r = round_float32(arr.reshape(-1), fmt, mode, policy, bool(ftz), bool(daz), rng,
+                          sr_bits).reshape(arr.shape)
     return from_host(r, x.device) if tensor else r
+
+
+def _memory_order(a: np.ndarray):
+    """The axes of ``a`` in the order of its memory (outermost first) when ``a`` is a dense
+    array with permuted axes (a transpose: not C-contiguous), else None; rounding in
+    that order reads and writes it without a copy, as numpy's ufuncs do (``order="K"``)."""
+    if a.flags.c_contiguous or a.ndim < 2:
+        return None
+    perm = sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))
+    return perm if a.transpose(perm).flags.c_contiguous else None

@@ -205,9 +205,9 @@ class GemmFunction(torch.autograd.Function):
 
 def bias_sum_fast(g: torch.Tensor, fmt: str) -> torch.Tensor:
     """``gemm="fast"``'s bias gradient: torch's float32 sum over the rows of ``g`` (M x N),
-    rounded once to ``fmt`` (float64 values)."""
+    rounded once to ``fmt`` (float32 values where float32 holds ``fmt``, else float64)."""
     s32 = g.to(torch.float32).sum(dim=0)
-    out: Any = cast(s32, fmt, dtype=torch.float64)  # cast's float32 route
+    out: Any = cast(s32, fmt)  # cast's float32 route
     return out
 
 

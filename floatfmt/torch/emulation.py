@@ -85,6 +85,7 @@ import torch
 from ..core.block_formats import get_block_format
 from ..core.cast import cast
 from ..core.formats import get_format
+from ..core.intake import holds
 from ..arith.accumulate import matmul as ff_matmul, sum as ff_sum
 from ..backend.dispatch import host_kernels
 from ..arith.ops import add as ff_add, mul as ff_mul
@@ -112,7 +113,10 @@ def values_of(t: torch.Tensor) -> torch.Tensor:
 
 
 def as_dtype(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``a`` as a tensor of ``dtype``; refuses a value that dtype would round."""
+    """``a`` as a tensor of ``dtype``; refuses a value that dtype would round (``a``
+    itself when it is of ``dtype`` already: nothing can round)."""
+    if a.dtype == dtype:
+        return a
     src = a.to(torch.float64)
     out = src.to(dtype)
     back = out.to(torch.float64)
@@ -123,9 +127,21 @@ def as_dtype(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------ operands and GEMMs
+def carrier(r: Recipe, fmt: str) -> torch.dtype:
+    """The dtype an operand of ``fmt`` is carried in between its quantisation and its GEMM:
+    float32 under ``gemm="fast"`` when float32 holds every value of ``fmt`` (the BLAS
+    reads float32, so converting there and back would only cost time), float64 otherwise
+    (``gemm="exact"``: the matrix-unit model reads float64).  Either holds the values
+    exactly."""
+    if r.gemm == "fast" and holds(get_format("fp32"), get_format(fmt)):
+        return torch.float32
+    return torch.float64
+
+
 @dataclass
 class Operand:
-    """The values a matrix unit reads (a float64 tensor), their tensor scale, and their format.
+    """The values a matrix unit reads (a float64 tensor; float32 under ``gemm="fast"``
+    where it holds the format: ``carrier``), their tensor scale, and their format.
     Rowwise scaling (``granularity="rowwise"``): ``scale`` is a float64 tensor shaped like
     ``values`` with the reduction axis of size 1 (one scale a row along K).  Block-scaled
     operands of a recipe with a block-scaled unit also keep ``blocks``: (the elements, the
@@ -187,7 +203,7 @@ def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
     opts = r.operand_options(role)
     if r.scaling == "none":
         # a tensor in, a tensor out (float32 CPU tensors take cast's float32 route)
-        c: Any = cast(v, fmt, dtype=torch.float64, **opts)
+        c: Any = cast(v, fmt, dtype=carrier(r, fmt), **opts)
         return Operand(c, 1.0, fmt)
     if r.scaling == "block":
         q = quantize(v, fmt, axis=axis, **opts)
@@ -206,13 +222,13 @@ def quantize_operand(v: torch.Tensor, fmt: str, r: Recipe, axis: int,
         return _rowwise(v, fmt, axis, opts)
     if r.scaling == "tensor" and amax_reduction is not None:  # one amax over the ranks
         er, sr = quantize_reduced(v, fmt, amax_reduction, **opts)
-        return Operand(er.to(torch.float64), float(sr), fmt)
+        return Operand(er.to(carrier(r, fmt)), float(sr), fmt)
     if r.scaling == "delayed" and state is not None:
         q = state.quantize(name, v, role, **opts)
     else:  # "tensor", or a delayed recipe without state: current amax
         q = quantize(v, fmt, **opts)
     el: Any = q.elements  # a tensor (q was made from one)
-    return Operand(el.to(torch.float64), float(q.scale), fmt)
+    return Operand(el.to(carrier(r, fmt)), float(q.scale), fmt)
 
 
 def _union_name(a: str, b: str) -> str:
@@ -309,6 +325,23 @@ def block_unit_gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
 _ML_DTYPES = ("bf16", "fp16")
 
 
+def _compact(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with every broadcast axis (stride 0: ``expand``'s) cut to size 1: the same
+    values, which broadcasting against the full shape gives back."""
+    if all(st != 0 or n == 1 for st, n in zip(t.stride(), t.shape)):
+        return t
+    return t[tuple(slice(0, 1) if st == 0 else slice(None) for st in t.stride())]
+
+
+def _c_in(c: torch.Tensor, out_fmt: str) -> torch.Tensor:
+    """``c`` cast to ``out_fmt`` (float64 values), from float32 when that holds ``c``
+    exactly (cast's float32 route: the same value, faster)."""
+    c32 = c.to(torch.float32)
+    src = c32 if c.dtype == torch.float32 or torch.equal(c32.to(c.dtype), c) else c
+    out: Any = cast(src, out_fmt, dtype=torch.float64)
+    return out
+
+
 def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | None,
               out_fmt: str) -> torch.Tensor:
     """A recipe's ``gemm="fast"``: the quantised operands ``a @ b`` summed by torch's
@@ -316,33 +349,39 @@ def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | 
     the exact GEMM's epilogue: ``fp32(alpha * acc)``, ``fp32(acc + c)`` with ``c``
     cast to ``out_fmt`` first, and one rounding to ``out_fmt``.  Only the sum differs
     from ``gemm="exact"``: the BLAS's order and fused multiply-adds instead of the
-    matrix unit's alignment and truncation (the operands are exact in float32)."""
+    matrix unit's alignment and truncation (the operands are exact in float32).
+    The result is float32 when both operands are (``carrier``) and float32 holds
+    ``out_fmt``, else float64.  A broadcast ``c`` (a bias ``expand``-ed to the output)
+    is cast once per distinct value (``_compact``)."""
+    f32 = torch.float32
+    out_dtype = f32 if a.dtype == b.dtype == f32 and holds(get_format("fp32"), get_format(out_fmt)) \
+        else torch.float64
+    cq = None if c is None else _c_in(_compact(c), out_fmt)
     if host_kernels(a):  # IEEE float32 arithmetic in numpy: each step rounded once
         import numpy as np
-        acc32 = torch.matmul(a.to(torch.float32), b.to(torch.float32)).numpy()
+        acc32 = torch.matmul(a.to(f32), b.to(f32)).numpy()
         if alpha != 1.0:
-            acc32 = np.float32(alpha) * acc32
-        if c is not None:
-            c32 = c.to(torch.float32)
-            exact32 = bool(torch.equal(c32.to(torch.float64), c.to(torch.float64)))
-            cq = cast(c32 if exact32 else c, out_fmt, dtype=torch.float64)
-            acc32 = cq.numpy().astype(np.float32) + acc32
+            acc32 = np.multiply(acc32, np.float32(alpha), out=acc32 if acc32.flags.writeable else None)
+        if cq is not None:
+            c32 = cq.numpy().astype(np.float32)
+            full = np.broadcast_shapes(c32.shape, acc32.shape) == acc32.shape
+            acc32 = np.add(c32, acc32, out=acc32 if full and acc32.flags.writeable else None)
         t32 = torch.from_numpy(np.ascontiguousarray(acc32, np.float32))
-        res: Any = cast(t32, out_fmt, dtype=torch.float64)
+        res: Any = cast(t32, out_fmt, dtype=out_dtype)
         return res
     else:
         keep = torch.backends.cuda.matmul.allow_tf32  # the device path (CUDA, or forced on CPU)
         torch.backends.cuda.matmul.allow_tf32 = False
         try:
-            acc = torch.matmul(a.to(torch.float32), b.to(torch.float32))
+            acc = torch.matmul(a.to(f32), b.to(f32))
         finally:
             torch.backends.cuda.matmul.allow_tf32 = keep
     acc = acc.to(torch.float64)
     if alpha != 1.0:
         acc = ff_mul(alpha, acc, "fp32")
-    if c is not None:
-        acc = ff_add(cast(c, out_fmt, dtype=torch.float64), acc, "fp32")
-    out: Any = cast(acc, out_fmt, dtype=torch.float64)
+    if cq is not None:
+        acc = ff_add(cq, acc, "fp32")
+    out: Any = cast(acc, out_fmt, dtype=out_dtype)
     return out
 
 
