@@ -364,13 +364,11 @@ def cast_float32(x, fmt: Format, rounding, overflow, ftz, daz, rng, sr_bits):
         rng = make_rng(rng)
     arr = to_host(x) if tensor else x
     perm = None if mode in STOCHASTIC else _memory_order(arr)  # (SR: the draws' order)
-    if perm is not None:  # a transposed view: round it in memory order, keep its layout
-        t = arr.transpose(perm)
-        r = round_float32(t.reshape(-1), fmt, mode, policy, bool(ftz), bool(daz), rng,
-                          sr_bits).reshape(t.shape).transpose(np.argsort(perm))
-    else:
-        r = round_float32(arr.reshape(-1), fmt, mode, policy, bool(ftz), bool(daz), rng,
-                          sr_bits).reshape(arr.shape)
+    t = arr if perm is None else arr.transpose(perm)  # a transpose: in memory order
+    r = round_float32(t.reshape(-1), fmt, mode, policy, bool(ftz), bool(daz), rng,
+                      sr_bits).reshape(t.shape)
+    if perm is not None:  # back to arr's axes, its layout kept
+        r = r.transpose(np.argsort(perm))
     return from_host(r, x.device) if tensor else r
 
 

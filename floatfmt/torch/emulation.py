@@ -127,13 +127,18 @@ def as_dtype(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------ operands and GEMMs
+def _f32_holds(fmt: str) -> bool:
+    """Whether float32 holds every value of ``fmt``."""
+    return holds(get_format("fp32"), get_format(fmt))
+
+
 def carrier(r: Recipe, fmt: str) -> torch.dtype:
     """The dtype an operand of ``fmt`` is carried in between its quantisation and its GEMM:
     float32 under ``gemm="fast"`` when float32 holds every value of ``fmt`` (the BLAS
     reads float32, so converting there and back would only cost time), float64 otherwise
     (``gemm="exact"``: the matrix-unit model reads float64).  Either holds the values
     exactly."""
-    if r.gemm == "fast" and holds(get_format("fp32"), get_format(fmt)):
+    if r.gemm == "fast" and _f32_holds(fmt):
         return torch.float32
     return torch.float64
 
@@ -354,18 +359,17 @@ def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | 
     ``out_fmt``, else float64.  A broadcast ``c`` (a bias ``expand``-ed to the output)
     is cast once per distinct value (``_compact``)."""
     f32 = torch.float32
-    out_dtype = f32 if a.dtype == b.dtype == f32 and holds(get_format("fp32"), get_format(out_fmt)) \
-        else torch.float64
+    out_dtype = f32 if a.dtype == b.dtype == f32 and _f32_holds(out_fmt) else torch.float64
     cq = None if c is None else _c_in(_compact(c), out_fmt)
     if host_kernels(a):  # IEEE float32 arithmetic in numpy: each step rounded once
         import numpy as np
         acc32 = torch.matmul(a.to(f32), b.to(f32)).numpy()
         if alpha != 1.0:
-            acc32 = np.multiply(acc32, np.float32(alpha), out=acc32 if acc32.flags.writeable else None)
+            np.multiply(acc32, np.float32(alpha), out=acc32)  # (matmul's own fresh array)
         if cq is not None:
             c32 = cq.numpy().astype(np.float32)
             full = np.broadcast_shapes(c32.shape, acc32.shape) == acc32.shape
-            acc32 = np.add(c32, acc32, out=acc32 if full and acc32.flags.writeable else None)
+            acc32 = np.add(c32, acc32, out=acc32 if full else None)
         t32 = torch.from_numpy(np.ascontiguousarray(acc32, np.float32))
         res: Any = cast(t32, out_fmt, dtype=out_dtype)
         return res
