@@ -53,6 +53,7 @@ from . import threads
 from .formats import Format, get_format
 from ..backend.namespace import is_tensor
 from ..backend.dispatch import from_host, host_kernels, to_host
+from ..backend.native_bf16 import round_bf16
 from .intake import holds
 from .rounding import (OBSERVER, STOCHASTIC, make_rng, resolve_mode, resolve_overflow,
                        round_block)
@@ -352,14 +353,15 @@ def cast_float32(x, fmt: Format, rounding, overflow, ftz, daz, rng, sr_bits):
             return None
     elif not (isinstance(x, np.ndarray) and x.dtype == np.float32 and x.dtype.isnative):
         return None
-    if OBSERVER.get() is not None or not holds(_FP32, fmt) or fmt.kind != "float":
+    if OBSERVER.get() is not None:
         return None
-    mode = resolve_mode(rounding)
-    if (tensor and mode in STOCHASTIC) or not _sr_ok(mode, sr_bits):
+    fits, mode, policy, bf16 = _plan(fmt, rounding, overflow)
+    if not fits or (tensor and mode in STOCHASTIC) or not _sr_ok(mode, sr_bits) or policy == "wrap":
         return None
-    policy = resolve_overflow(overflow, fmt)
-    if policy == "wrap":
-        return None
+    if tensor and bf16 and not ftz and not daz:  # torch's own conversion, where it is shown equal
+        r = round_bf16(x)
+        if r is not None:
+            return r
     if mode in STOCHASTIC:
         rng = make_rng(rng)
     arr = to_host(x) if tensor else x
@@ -370,6 +372,40 @@ def cast_float32(x, fmt: Format, rounding, overflow, ftz, daz, rng, sr_bits):
     if perm is not None:  # back to arr's axes, its layout kept
         r = r.transpose(np.argsort(perm))
     return from_host(r, x.device) if tensor else r
+
+
+def _plan(fmt: Format, rounding, overflow) -> tuple:
+    """(float32 holds ``fmt`` and it is a float format, the canonical mode and overflow
+    policy, and whether torch's bfloat16 conversion applies: bf16 under nearest even with
+    overflow to Inf), remembered per format object, rounding and overflow: every
+    emulated operand asks it."""
+    try:
+        key = (id(fmt), rounding, overflow)
+        hit = _PLANS.get(key)
+    except TypeError:  # an unhashable rounding or overflow: resolved (and refused) below
+        key, hit = None, None
+    if hit is not None and hit[0] is fmt:
+        return hit[1]
+    if not (holds(_FP32, fmt) and fmt.kind == "float"):  # (the general route checks the rest)
+        plan: tuple = (False, None, None, False)
+    else:
+        mode, policy = resolve_mode(rounding), resolve_overflow(overflow, fmt)
+        plan = (True, mode, policy, mode == "nearest_even" and policy == "inf" and _is_bf16(fmt))
+    if key is not None:
+        if len(_PLANS) > 512:
+            _PLANS.clear()
+        _PLANS[key] = (fmt, plan)
+    return plan
+
+
+_PLANS: dict = {}
+_BF16_KEY = ("float", 8, 7, 127, True, "ieee", True, True, True, 16, "ieee")
+
+
+def _is_bf16(fmt: Format) -> bool:
+    """``fmt`` is bfloat16 under any name (every field but the name and description)."""
+    return (fmt.kind, fmt.ebits, fmt.mbits, fmt.bias, fmt.inf, fmt.nan, fmt.signed,
+            fmt.negative_zero, fmt.zero, fmt.bits, fmt.rules) == _BF16_KEY
 
 
 def _memory_order(a: np.ndarray):

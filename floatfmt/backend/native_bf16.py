@@ -1,0 +1,116 @@
+"""torch's own float32 -> bfloat16 conversion as ``cast``'s kernel for float32 CPU tensors,
+taken only where this process's torch is shown to give the reference's bits.
+
+``cast(t, "bf16")`` of a float32 CPU tensor ``t`` (round to nearest even, overflow to Inf,
+no ``ftz`` / ``daz``) returns ``t.to(torch.bfloat16).to(torch.float32)`` when
+
+* the machine is x86-64.  There torch converts either with integer operations (add
+  ``0x7FFF`` plus bit 16 of the pattern, keep the top half: round to nearest even, a
+  carry moving into the exponent gives the next binade, past the largest finite value
+  Inf) or with VCVTNEPS2BF16; neither reads the floating-point control register (the
+  DAZ / FTZ bits ``torch.set_flush_denormal`` sets), so one probe decides for the process.
+  Elsewhere (an Arm BFCVT follows FPCR's flush-to-zero bit) the numpy kernels round;
+* the probe, run once on first use, gives the bits of ``round_f32``'s bit kernel (the
+  reference, itself proven against MPFR) on every float32 exponent field, both signs,
+  with bit 16 clear and set and the 16 dropped bits at 0, 1, a tie -1, the tie, a tie +1
+  and all ones; on the whole array (torch's vector loop, and its thread pool above its
+  grain size), on every short slice at four offsets (its scalar tails) and on strided
+  views.  VCVTNEPS2BF16, which flushes subnormal inputs and results, fails it;
+* no element is NaN: torch turns every NaN into its own quiet NaN, floatfmt keeps the
+  payload (quieted).  A float32 sum of the result is NaN when an element is, or when
+  +Inf and -Inf (or partial sums overflowing both ways) meet; only then is every
+  element looked at.
+
+Why: one fused pass each way.  On one core of the CI machine (an AVX-512 Xeon), at
+2**18 elements, torch's round trip plus the sum takes about 90 us where the numpy bit
+kernel's five passes take about 190 us, and the emulated layers of ``gemm="fast"`` cast
+every operand, output and gradient.  tests/test_native_bf16.py checks ``cast`` of
+float32 tensors on all 2**32 float32 patterns against ml_dtypes.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from typing import Any
+
+import numpy as np
+
+__all__ = ["round_bf16", "available"]
+
+_STATE: dict = {}
+
+
+def available() -> bool:
+    """Whether torch's conversion is taken here (x86-64, and the probe passed; probed on
+    the first call)."""
+    ok = _STATE.get("ok")
+    if ok is None:
+        ok = _STATE["ok"] = platform.machine().lower() in ("x86_64", "amd64") and _probe()
+    return ok
+
+
+def round_bf16(t: Any) -> Any:
+    """``t`` (a float32 CPU tensor) rounded to bfloat16 under nearest even with overflow to
+    Inf, as float32; None where the reference must round it (not ``available``, or a NaN
+    in ``t``: see the module docstring).
+
+    Two ties (bf16 keeps 7 fraction bits), each to the even neighbour, and a NaN:
+
+    >>> import torch
+    >>> r = round_bf16(torch.tensor([1 + 2**-8, 1 + 3 * 2**-8]))
+    >>> r is None or r.tolist() == [1.0, 1 + 2**-6]
+    True
+    >>> round_bf16(torch.tensor([1.0, float("nan")])) is None
+    True
+    """
+    if not available():
+        return None
+    torch = sys.modules["torch"]
+    r = t.to(torch.bfloat16).to(torch.float32)
+    s = float(r.sum())
+    if s != s and bool(torch.isnan(r).any()):  # (a NaN sum without NaN: +Inf and -Inf)
+        return None
+    return r
+
+
+def _patterns() -> np.ndarray:
+    """The probe's float32 bit patterns (no NaN): every exponent field and sign, bit 16
+    clear / set, the dropped 16 bits at 0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, and a few
+    fraction tops (the carry into the exponent, and past the largest finite to Inf)."""
+    exp = np.arange(256, dtype=np.uint32) << np.uint32(23)
+    top = np.array([0, 1 << 16, 0x3F << 17, 0x7F << 16], np.uint32)
+    low = np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF], np.uint32)
+    sign = np.array([0, 1 << 31], np.uint32)
+    u = (sign[:, None, None, None] | exp[None, :, None, None] | top[None, None, :, None]
+         | low[None, None, None, :]).ravel()
+    nan = (u & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+    return u[~nan | ((u & np.uint32(0x7FFFFF)) == 0)]
+
+
+def _probe(convert: Any = None) -> bool:
+    """``convert`` (a float32 tensor to its bfloat16 values as float32; torch's round trip
+    by default) equals the reference bit for bit on the probe (module docstring)."""
+    torch = sys.modules["torch"]
+    from ..core.formats import get_format
+    from ..core.round_f32 import round_float32
+    if convert is None:
+        def convert(v: Any) -> Any:
+            return v.to(torch.bfloat16).to(torch.float32)
+    x = np.tile(_patterns().view(np.float32), 6)  # past torch's grain size (32768)
+    want = round_float32(x, get_format("bf16"), "nearest_even", "inf").view(np.uint32)
+    t = torch.from_numpy(x)
+
+    def same(v: Any, w: np.ndarray) -> bool:
+        got = convert(v).contiguous().numpy().view(np.uint32)
+        return bool(np.array_equal(got.ravel(), w.ravel()))
+
+    if not same(t, want):
+        return False
+    for off in range(4):
+        for n in range(1, 40):
+            if not same(t[off:off + n], want[off:off + n]):
+                return False
+    k = want.size // 4 * 4
+    return (same(t[::3], want[::3]) and same(t[:k].reshape(4, -1).T, want[:k].reshape(4, -1).T)
+            and same(t[:k].reshape(-1, 4)[:, 1:3], want[:k].reshape(-1, 4)[:, 1:3]))
