@@ -150,9 +150,10 @@ class GemmFunction(torch.autograd.Function):
             av, bv = values_of(a), values_of(b)
             qa = _quant(av, r.fwd_fmt, s, -1, s.name_a, weight=s.weight_a)
             qb = _quant(bv, r.fwd_fmt, s, -2, s.name_b, weight=s.weight_b)
-            shape = torch.broadcast_shapes(av.shape[:-2], bv.shape[:-2]) + (av.shape[-2], bv.shape[-1])
-            c64 = None if c is None else values_of(c).to(torch.float64).expand(shape)
-            y = gemm(qa.times(s.alpha), qb, r, s.out_fmt, c64)
+            shape = batch_shape(av, bv) + (av.shape[-2], bv.shape[-1])
+            cv = None if c is None else values_of(c)  # (gemm='fast' reads c in its own dtype)
+            cv = cv if cv is None or r.gemm == "fast" else cv.to(torch.float64)
+            y = gemm(qa.times(s.alpha), qb, r, s.out_fmt, None if cv is None else cv.expand(shape))
             s.em.report.emulated(s.kind, "forward", s.flops)
             ctx.s, ctx.saved = s, (av, bv, qa, qb)
             ctx.meta = (a.dtype, b.dtype, None if c is None else (c.dtype, c.shape), shape)
@@ -209,6 +210,14 @@ def bias_sum_fast(g: torch.Tensor, fmt: str) -> torch.Tensor:
     s32 = g.to(torch.float32).sum(dim=0)
     out: Any = cast(s32, fmt)  # cast's float32 route
     return out
+
+
+def batch_shape(a: torch.Tensor, b: torch.Tensor) -> torch.Size:
+    """The broadcast batch axes of ``a @ b`` (all but the last two of each); equal ones
+    without ``torch.broadcast_shapes`` (a Python function: about 20 us a call, and the
+    emulation asks for every GEMM)."""
+    sa, sb = a.shape[:-2], b.shape[:-2]
+    return sa if sa == sb else torch.broadcast_shapes(sa, sb)
 
 
 def _sum_to(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:

@@ -128,8 +128,18 @@ def as_dtype(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 # ------------------------------------------------------------------ operands and GEMMs
 def _f32_holds(fmt: str) -> bool:
-    """Whether float32 holds every value of ``fmt``."""
-    return holds(get_format("fp32"), get_format(fmt))
+    """Whether float32 holds every value of ``fmt`` (asked per operand and result:
+    remembered for the names seen, as long as the registry keeps their formats)."""
+    f = get_format(fmt)
+    hit = _F32_HOLDS.get(fmt)
+    if hit is None or hit[0] is not f:
+        if len(_F32_HOLDS) > 256:
+            _F32_HOLDS.clear()
+        hit = _F32_HOLDS[fmt] = (f, holds(get_format("fp32"), f))
+    return hit[1]
+
+
+_F32_HOLDS: dict[str, tuple[Any, bool]] = {}
 
 
 def carrier(r: Recipe, fmt: str) -> torch.dtype:
@@ -338,12 +348,12 @@ def _compact(t: torch.Tensor) -> torch.Tensor:
     return t[tuple(slice(0, 1) if st == 0 else slice(None) for st in t.stride())]
 
 
-def _c_in(c: torch.Tensor, out_fmt: str) -> torch.Tensor:
-    """``c`` cast to ``out_fmt`` (float64 values), from float32 when that holds ``c``
-    exactly (cast's float32 route: the same value, faster)."""
+def _c_in(c: torch.Tensor, out_fmt: str, dtype: torch.dtype) -> torch.Tensor:
+    """``c`` cast to ``out_fmt`` (values of ``dtype``, which holds them), from float32 when
+    that holds ``c`` exactly (cast's float32 route: the same value, faster)."""
     c32 = c.to(torch.float32)
     src = c32 if c.dtype == torch.float32 or torch.equal(c32.to(c.dtype), c) else c
-    out: Any = cast(src, out_fmt, dtype=torch.float64)
+    out: Any = cast(src, out_fmt, dtype=dtype)
     return out
 
 
@@ -357,22 +367,27 @@ def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | 
     matrix unit's alignment and truncation (the operands are exact in float32).
     The result is float32 when both operands are (``carrier``) and float32 holds
     ``out_fmt``, else float64.  A broadcast ``c`` (a bias ``expand``-ed to the output)
-    is cast once per distinct value (``_compact``)."""
+    is cast once per distinct value (``_compact``), in any float dtype."""
     f32 = torch.float32
-    out_dtype = f32 if a.dtype == b.dtype == f32 and _f32_holds(out_fmt) else torch.float64
-    cq = None if c is None else _c_in(_compact(c), out_fmt)
+    held = _f32_holds(out_fmt)
+    out_dtype = f32 if a.dtype == b.dtype == f32 and held else torch.float64
+    cq = None if c is None else _c_in(_compact(c), out_fmt, f32 if held else torch.float64)
     if host_kernels(a):  # IEEE float32 arithmetic in numpy: each step rounded once
         import numpy as np
         acc32 = torch.matmul(a.to(f32), b.to(f32)).numpy()
         if alpha != 1.0:
             np.multiply(acc32, np.float32(alpha), out=acc32)  # (matmul's own fresh array)
-        if cq is not None:
-            c32 = cq.numpy().astype(np.float32)
-            full = np.broadcast_shapes(c32.shape, acc32.shape) == acc32.shape
+            alpha = 1.0
+        if cq is not None and held:  # c is exact in float32: fp32(c + acc) is numpy's add
+            c32 = cq.numpy()
+            full = c32.ndim <= acc32.ndim and all(  # (c broadcasts to acc's shape)
+                n in (1, m) for n, m in zip(c32.shape[::-1], acc32.shape[::-1]))
             acc32 = np.add(c32, acc32, out=acc32 if full else None)
-        t32 = torch.from_numpy(np.ascontiguousarray(acc32, np.float32))
-        res: Any = cast(t32, out_fmt, dtype=out_dtype)
-        return res
+            cq = None
+        acc = torch.from_numpy(np.ascontiguousarray(acc32, np.float32))
+        if cq is None:
+            res: Any = cast(acc, out_fmt, dtype=out_dtype)
+            return res
     else:
         keep = torch.backends.cuda.matmul.allow_tf32  # the device path (CUDA, or forced on CPU)
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -383,7 +398,7 @@ def fast_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float, c: torch.Tensor | 
     acc = acc.to(torch.float64)
     if alpha != 1.0:
         acc = ff_mul(alpha, acc, "fp32")
-    if cq is not None:
+    if cq is not None:  # (c held only by float64: its exact sum with acc, rounded to fp32)
         acc = ff_add(cq, acc, "fp32")
     out: Any = cast(acc, out_fmt, dtype=out_dtype)
     return out

@@ -15,7 +15,8 @@ from torch import nn
 
 from ..core.cast import cast
 from . import implicit_gemm as ig
-from .emulated_functions import ConvFunction, Emulation, GemmFunction, GemmSpec, RoundFunction, TapFunction
+from .emulated_functions import (ConvFunction, Emulation, GemmFunction, GemmSpec, RoundFunction, TapFunction,
+                                 batch_shape)
 
 __all__ = ["HANDLERS", "NOT_EMULATED", "attention", "linear"]
 
@@ -55,7 +56,7 @@ def _gemm(em: Emulation, kind: str, a: torch.Tensor, b: torch.Tensor, c: torch.T
         names = (None, None)
     ga_fmt = r.wgrad_fmt if pa is not None else r.out_fmt
     gb_fmt = r.wgrad_fmt if pb is not None else r.out_fmt
-    batch = prod(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    batch = prod(batch_shape(a, b))
     flops = 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
     s = GemmSpec(em, r, kind, out_fmt or r.out_fmt, ga_fmt, gb_fmt, ds, names[0] if ds else None,
               names[1] if ds else None, alpha, ad, flops)
@@ -93,7 +94,7 @@ def _matmul(em: Emulation, kind: str, a: torch.Tensor, b: torch.Tensor, out_fmt:
         y = _gemm(em, kind, a2.reshape(-1, a2.shape[-1]), b2, None, out_fmt, alpha)
         y = y.reshape(*a2.shape[:-1], b2.shape[-1])
     else:
-        batch = torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        batch = batch_shape(a2, b2)
         a3 = a2.expand(*batch, *a2.shape[-2:]) if a2.shape[:-2] != batch else a2
         b3 = b2.expand(*batch, *b2.shape[-2:]) if b2.shape[:-2] != batch else b2
         y = _gemm(em, kind, a3, b3, None, out_fmt, alpha)
