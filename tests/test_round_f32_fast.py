@@ -293,3 +293,21 @@ def test_every_float32_pattern_nearest_even(name):
         bad_ml += int((~same_bits(got[inside], want)).sum())
     print(f"{name}: 2**32 patterns in {time.perf_counter() - t0:.0f} s")
     assert bad_general == 0 and bad_ml == 0, (bad_general, bad_ml)
+
+
+def test_fp32_of_finite_float32_is_each_value(monkeypatch):
+    """fp32 itself from finite float32 (subnormals included): each block of finite values
+    is copied, for every deterministic mode and policy (the general route agrees); ftz /
+    daz, Inf and NaN take the float64 route."""
+    x = structured()
+    x = x[np.isfinite(x)]
+    assert (np.abs(x[x != 0]) < 2.0 ** -126).sum() > 100  # float32 subnormals among them
+    _compare(x, "fp32", DET_MODES, [{}, {"overflow": "saturate"}, {"ftz": True}, {"daz": True}])
+    routed = []
+    real = R._route64
+    monkeypatch.setattr(R, "_route64", lambda *a: routed.append(1) or real(*a))
+    for mode in DET_MODES:
+        ff.cast(x, "fp32", mode)
+    assert routed == []
+    ff.cast(np.append(x, np.float32(np.inf)), "fp32")
+    assert routed == [1]

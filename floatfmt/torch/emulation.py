@@ -272,6 +272,8 @@ def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
         return _rowwise_gemm(a, b, r, fmt, model, out_fmt, c)
     alpha = 1.0 if a.scale == 1.0 and b.scale == 1.0 else \
         float(cast(a.scale * b.scale, "fp32"))  # exact product of two fp32, rounded once
+    if r.gemm == "fast":
+        return fast_gemm(a.values, b.values, alpha, c, out_fmt)
     kw: dict[str, Any] = dict(acc_fmt=r.acc_fmt, out_fmt=out_fmt, model=model)
     if alpha != 1.0:  # 1.0 is matmul's own default (no epilogue multiply)
         kw["alpha"] = alpha
@@ -279,8 +281,6 @@ def gemm(a: Operand, b: Operand, r: Recipe, out_fmt: str,
         kw["order"] = r.order
     if c is not None:
         kw["c"] = c
-    if r.gemm == "fast":
-        return fast_gemm(a.values, b.values, alpha, c, out_fmt)
     return ff_matmul(a.values, b.values, fmt, **kw).to(torch.float64)
 
 
