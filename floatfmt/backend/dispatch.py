@@ -134,7 +134,7 @@ def force_namespace(on: bool = True) -> Iterator[None]:
 def host_kernels(t: Any) -> bool:
     """True when the tensor ``t`` is computed by the numpy kernels (a CPU tensor, and
     ``force_namespace`` not in effect)."""
-    return host_kernels_device(t.device)
+    return t.is_cpu and not _FORCE[0]  # (is_cpu: no device object made, as t.device makes)
 
 
 def host_kernels_device(device: Any) -> bool:

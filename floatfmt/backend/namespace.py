@@ -28,10 +28,19 @@ __all__ = ["is_tensor", "namespace", "namespace_of", "NUMPY"]
 
 def is_tensor(x) -> bool:
     """True for a ``torch.Tensor`` (checked without importing torch)."""
-    if not type(x).__module__.startswith("torch"):
+    cls = type(x)
+    if cls is _TENSOR_CLASS[0]:  # (the common case, asked for every array argument)
+        return True
+    if not cls.__module__.startswith("torch"):
         return False
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
+    if torch is None:
+        return False
+    _TENSOR_CLASS[0] = torch.Tensor
+    return isinstance(x, torch.Tensor)
+
+
+_TENSOR_CLASS: list = [None]
 
 
 NUMPY = _Numpy()

@@ -41,6 +41,8 @@ def is_tensor_dtype(dtype: Any) -> bool:
 def _as_dtype(r: Any, dtype: Any) -> Any:
     """The float32 result ``r`` (array or tensor) in ``dtype`` (see ``_widens_float32``)."""
     if is_tensor(r):
+        if r.dtype is dtype:  # (torch dtypes are singletons)
+            return r
         xp = namespace(r)
         return xp.astype(r, xp.dtype_of(dtype))
     return r.astype(dtype)
