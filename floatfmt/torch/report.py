@@ -55,7 +55,10 @@ class EmulationReport:
         self.kept.clear()
 
     def _row(self, kind: str, phase: str) -> OpCount:
-        return self.ops.setdefault((kind, phase), OpCount())
+        row = self.ops.get((kind, phase))
+        if row is None:  # (not setdefault: an OpCount and its Counter made on every call)
+            row = self.ops[(kind, phase)] = OpCount()
+        return row
 
     def emulated(self, kind: str, phase: str, flops: int) -> None:
         """One call of ``kind`` in ``phase`` computed by floatfmt, ``flops`` of work."""
