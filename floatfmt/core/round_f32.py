@@ -404,6 +404,8 @@ def _plan(fmt: Format, rounding, overflow) -> tuple:
 
 
 _PLANS: dict = {}
+
+
 def _fields(fmt: Format) -> tuple:
     """Every field of ``fmt`` but its name and description: equal for one format under
     two names."""
