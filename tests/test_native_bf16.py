@@ -43,8 +43,8 @@ def taken(monkeypatch):
     hits = []
     real = R.round_bf16
 
-    def spy(t):
-        r = real(t)
+    def spy(t, reference):
+        r = real(t, reference)
         hits.append(r is not None)
         return r
 
@@ -61,7 +61,7 @@ def test_available_is_ml_dtypes_verdict_on_x86():
     ml_dtypes' (an independent oracle), and on x86-64 only."""
     x = N._patterns().view(np.float32)
     mine = torch.from_numpy(x).to(torch.bfloat16).to(torch.float32).numpy()
-    assert N.available() == (X86 and bool(same_bits(mine, ml_bf16(x)).all()))
+    assert N.available(R.bf16_reference) == (X86 and bool(same_bits(mine, ml_bf16(x)).all()))
 
 
 def test_nan_free_tensors_equal_the_general_route_and_ml_dtypes(taken):
@@ -73,7 +73,7 @@ def test_nan_free_tensors_equal_the_general_route_and_ml_dtypes(taken):
     g = got.numpy()
     assert same_bits(g, general(x, "bf16")).all()
     assert same_bits(g, ml_bf16(x)).all()
-    assert taken == [N.available()]
+    assert taken == [N.available(R.bf16_reference)]
 
 
 @pytest.mark.parametrize("layout", ["matrix", "transposed", "small transposed", "strided",
@@ -95,7 +95,7 @@ def test_every_layout(layout, taken):
     assert tuple(got.shape) == tuple(t.shape) and got.dtype == torch.float32
     assert same_bits(got.numpy(), want).all()
     assert same_bits(got.numpy(), general(t.numpy().copy(), "bf16")).all()
-    assert taken == [N.available() and (t.numel() <= N.CHUNK or t.is_contiguous())]
+    assert taken == [N.available(R.bf16_reference) and (t.numel() <= N.CHUNK or t.is_contiguous())]
 
 
 def test_nan_payloads_go_to_the_reference(taken):
@@ -126,7 +126,7 @@ def test_only_bf16_takes_it(taken):
         ff.cast(torch.from_numpy(x), name)
     assert taken == []
     ff.cast(torch.from_numpy(x), ff.Format("my_bf16", ebits=8, mbits=7))  # bf16 by another name
-    assert taken == [N.available()]
+    assert taken == [N.available(R.bf16_reference)]
 
 
 @pytest.mark.parametrize("how", ["flushes subnormals", "truncates", "rounds ties away"])
@@ -142,7 +142,8 @@ def test_the_probe_refuses_other_roundings(how):
         u = v.contiguous().view(torch.int32)
         return ((u + 0x8000) & ~0xFFFF).view(torch.float32)  # (no Inf / NaN patterns round here)
 
-    assert N._probe({"flushes subnormals": flush, "truncates": trunc, "rounds ties away": away}[how]) is False
+    wrong = {"flushes subnormals": flush, "truncates": trunc, "rounds ties away": away}[how]
+    assert N._probe(R.bf16_reference, wrong) is False
 
 
 def test_flush_denormal_does_not_change_the_result():

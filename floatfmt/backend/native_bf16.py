@@ -12,7 +12,7 @@ elements a contiguous tensor chunk by chunk, larger strided views by the numpy k
   DAZ / FTZ bits ``torch.set_flush_denormal`` sets), so one probe decides for the process.
   Elsewhere (an Arm BFCVT follows FPCR's flush-to-zero bit) the numpy kernels round;
 * the probe, run once on first use, gives the bits of ``round_f32``'s bit kernel (the
-  reference, itself proven against MPFR) on every float32 exponent field, both signs,
+  reference, itself proven against MPFR; handed in by ``round_f32``) on every float32 exponent field, both signs,
   with bit 16 clear and set and the 16 dropped bits at 0, 1, a tie -1, the tie, a tie +1
   and all ones; on the whole array (torch's vector loop, and its thread pool above its
   grain size), on every short slice at four offsets (its scalar tails) and on strided
@@ -45,30 +45,33 @@ __all__ = ["round_bf16", "available"]
 _STATE: dict = {}
 
 
-def available() -> bool:
-    """Whether torch's conversion is taken here (x86-64, and the probe passed; probed on
-    the first call)."""
+def available(reference: Any) -> bool:
+    """Whether torch's conversion is taken here (x86-64, and the probe against
+    ``reference`` passed; probed on the first call)."""
     ok = _STATE.get("ok")
     if ok is None:
-        ok = _STATE["ok"] = platform.machine().lower() in ("x86_64", "amd64") and _probe()
+        ok = _STATE["ok"] = platform.machine().lower() in ("x86_64", "amd64") and _probe(reference)
     return ok
 
 
-def round_bf16(t: Any) -> Any:
+def round_bf16(t: Any, reference: Any) -> Any:
     """``t`` (a float32 CPU tensor) rounded to bfloat16 under nearest even with overflow to
     Inf, as float32; None where the reference must round it (not ``available``, or a NaN
-    in ``t``: see the module docstring).
+    in ``t``: see the module docstring).  ``reference``: the numpy kernel's rounding of a
+    float32 array to bf16 under the same rule (the probe's oracle; core passes
+    ``round_f32.bf16_reference``: the backend does not import the layer above it).
 
     Two ties (bf16 keeps 7 fraction bits), each to the even neighbour, and a NaN:
 
     >>> import torch
-    >>> r = round_bf16(torch.tensor([1 + 2**-8, 1 + 3 * 2**-8]))
+    >>> from floatfmt.core.round_f32 import bf16_reference
+    >>> r = round_bf16(torch.tensor([1 + 2**-8, 1 + 3 * 2**-8]), bf16_reference)
     >>> r is None or r.tolist() == [1.0, 1 + 2**-6]
     True
-    >>> round_bf16(torch.tensor([1.0, float("nan")])) is None
+    >>> round_bf16(torch.tensor([1.0, float("nan")]), bf16_reference) is None
     True
     """
-    if not available():
+    if not available(reference):
         return None
     torch = sys.modules["torch"]
     n = t.numel()
@@ -109,17 +112,15 @@ def _patterns() -> np.ndarray:
     return u[~nan | ((u & np.uint32(0x7FFFFF)) == 0)]
 
 
-def _probe(convert: Any = None) -> bool:
+def _probe(reference: Any, convert: Any = None) -> bool:
     """``convert`` (a float32 tensor to its bfloat16 values as float32; torch's round trip
-    by default) equals the reference bit for bit on the probe (module docstring)."""
+    by default) equals ``reference`` bit for bit on the probe (module docstring)."""
     torch = sys.modules["torch"]
-    from ..core.formats import get_format
-    from ..core.round_f32 import round_float32
     if convert is None:
         def convert(v: Any) -> Any:
             return v.to(torch.bfloat16).to(torch.float32)
     x = np.tile(_patterns().view(np.float32), 6)  # past torch's grain size (32768)
-    want = round_float32(x, get_format("bf16"), "nearest_even", "inf").view(np.uint32)
+    want = reference(x).view(np.uint32)
     t = torch.from_numpy(x)
 
     def same(v: Any, w: np.ndarray) -> bool:

@@ -58,7 +58,7 @@ from .intake import holds
 from .rounding import (OBSERVER, STOCHASTIC, make_rng, resolve_mode, resolve_overflow,
                        round_block)
 
-__all__ = ["cast_float32", "round_float32", "SUB_CHUNK"]
+__all__ = ["cast_float32", "round_float32", "bf16_reference", "SUB_CHUNK"]
 
 SUB_CHUNK = 1 << 16
 """Elements the kernels do per pass (256 KiB of float32: three of them stay in L2)."""
@@ -364,7 +364,7 @@ def cast_float32(x, fmt: Format, rounding, overflow, ftz, daz, rng, sr_bits):
     if not fits or (tensor and mode in STOCHASTIC) or not _sr_ok(mode, sr_bits) or policy == "wrap":
         return None
     if tensor and bf16 and not ftz and not daz:  # torch's own conversion, where it is shown equal
-        r = round_bf16(x)
+        r = round_bf16(x, bf16_reference)
         if r is not None:
             return r
     if mode in STOCHASTIC:
@@ -415,6 +415,13 @@ def _fields(fmt: Format) -> tuple:
 
 _BF16_FIELDS = _fields(get_format("bf16"))
 _FP32_FIELDS = _fields(_FP32)
+
+
+def bf16_reference(x: np.ndarray) -> np.ndarray:
+    """The bit kernel's bf16 rounding of the float32 array ``x`` (nearest even, overflow to
+    Inf): the oracle of ``native_bf16``'s probe."""
+    return round_float32(np.ascontiguousarray(x).reshape(-1), get_format("bf16"), "nearest_even",
+                         "inf").reshape(np.shape(x))
 
 
 def _is_bf16(fmt: Format) -> bool:
