@@ -512,7 +512,23 @@ def _integers(arr: np.ndarray, wrap_bits=None):
 
 
 def holds(src: Format, dst: Format) -> bool:
-    """True when every value (and Inf / NaN) of ``dst`` is exactly a value of ``src``."""
+    """True when every value (and Inf / NaN) of ``dst`` is exactly a value of ``src``
+    (remembered per pair of format objects: every cast and emulated operand asks)."""
+    key = (id(src), id(dst))
+    hit = _HOLDS.get(key)
+    if hit is not None and hit[0] is src and hit[1] is dst:
+        return hit[2]
+    if len(_HOLDS) > 512:
+        _HOLDS.clear()
+    ans = _holds(src, dst)
+    _HOLDS[key] = (src, dst, ans)  # (the formats kept alive: their ids are not reused)
+    return ans
+
+
+_HOLDS: dict = {}
+
+
+def _holds(src: Format, dst: Format) -> bool:
     if src.kind != "float":
         return False
     if dst.kind == "int":

@@ -128,18 +128,8 @@ def as_dtype(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 # ------------------------------------------------------------------ operands and GEMMs
 def _f32_holds(fmt: str) -> bool:
-    """Whether float32 holds every value of ``fmt`` (asked per operand and result:
-    remembered for the names seen, as long as the registry keeps their formats)."""
-    f = get_format(fmt)
-    hit = _F32_HOLDS.get(fmt)
-    if hit is None or hit[0] is not f:
-        if len(_F32_HOLDS) > 256:
-            _F32_HOLDS.clear()
-        hit = _F32_HOLDS[fmt] = (f, holds(get_format("fp32"), f))
-    return hit[1]
-
-
-_F32_HOLDS: dict[str, tuple[Any, bool]] = {}
+    """Whether float32 holds every value of ``fmt``."""
+    return holds(get_format("fp32"), get_format(fmt))
 
 
 def carrier(r: Recipe, fmt: str) -> torch.dtype:
