@@ -17,10 +17,10 @@ The rule, and why:
   construction* and as fast, with no second implementation to keep in step.
   bfloat16 and float8 tensors, which numpy cannot view, are widened to float64
   first (exact; the data is already on the host).  One exception: ``cast`` of a
-  float32 CPU tensor to bf16 under nearest even (overflow to Inf, no ftz / daz) is
-  torch's own one-pass conversion where a probe shows it gives the numpy kernel's bits
-  (``floatfmt.backend.native_bf16``: x86-64, NaN-free tensors; all 2**32 float32
-  patterns checked against ml_dtypes in tests/test_native_bf16.py).
+  float32 CPU tensor to bf16 or fp16 under nearest even (overflow to Inf, no ftz / daz)
+  is torch's own one-pass conversion where a probe shows it gives the numpy kernel's bits
+  (``floatfmt.backend.native_convert``: x86-64, NaN-free tensors; all 2**32 float32
+  patterns checked in tests/test_native_convert.py).
 * **Tensors on another device (CUDA)** run code written once over the array
   namespace (``floatfmt.backend.namespace``) with torch ops on that device: the rounding
   routine's general implementation (``cast``, ``encode``, ``decode``,

@@ -31,6 +31,9 @@ block (``threads.BLOCK`` elements, on the thread pool like every chunked path):
   buffer, rounded by ``rounding.round_block`` -- the one rounding routine, on the same
   blocks with the same random stream as ``round_values`` on the whole array -- and
   narrowed into the result.  So stochastic rounding draws exactly today's bits.
+* **torch's own conversion** (float32 CPU tensors to bf16 or fp16 under nearest even,
+  overflow to Inf, no ``ftz`` / ``daz``): ``backend.native_convert``, where its probe
+  against this module's kernels (``native_reference``) passes and no element is NaN.
 
 Not taken here (the general route): another result dtype (``dtype=``), non-native byte
 order, tensors that require grad, on another device or under ``force_namespace``,
@@ -53,12 +56,12 @@ from . import threads
 from .formats import Format, get_format
 from ..backend.namespace import is_tensor
 from ..backend.dispatch import from_host, host_kernels, to_host
-from ..backend.native_bf16 import round_bf16
+from ..backend.native_convert import FORMATS as _NATIVE, round_native
 from .intake import holds
 from .rounding import (OBSERVER, STOCHASTIC, make_rng, resolve_mode, resolve_overflow,
                        round_block)
 
-__all__ = ["cast_float32", "round_float32", "bf16_reference", "SUB_CHUNK"]
+__all__ = ["cast_float32", "round_float32", "native_reference", "SUB_CHUNK"]
 
 SUB_CHUNK = 1 << 16
 """Elements the kernels do per pass (256 KiB of float32: three of them stay in L2)."""
@@ -360,11 +363,11 @@ def cast_float32(x, fmt: Format, rounding, overflow, ftz, daz, rng, sr_bits):
         return None
     if OBSERVER.get() is not None:
         return None
-    fits, mode, policy, bf16 = _plan(fmt, rounding, overflow)
+    fits, mode, policy, native = _plan(fmt, rounding, overflow)
     if not fits or (tensor and mode in STOCHASTIC) or not _sr_ok(mode, sr_bits) or policy == "wrap":
         return None
-    if tensor and bf16 and not ftz and not daz:  # torch's own conversion, where it is shown equal
-        r = round_bf16(x, bf16_reference)
+    if tensor and native and not ftz and not daz:  # torch's own conversion, where shown equal
+        r = round_native(x, native, native_reference)
         if r is not None:
             return r
     if mode in STOCHASTIC:
@@ -381,8 +384,8 @@ def cast_float32(x, fmt: Format, rounding, overflow, ftz, daz, rng, sr_bits):
 
 def _plan(fmt: Format, rounding, overflow) -> tuple:
     """(float32 holds ``fmt`` and it is a float format, the canonical mode and overflow
-    policy, and whether torch's bfloat16 conversion applies: bf16 under nearest even with
-    overflow to Inf), remembered per format object, rounding and overflow: every
+    policy, and the name of torch's conversion that applies, or None: bf16 or fp16 under
+    nearest even with overflow to Inf), remembered per format object, rounding and overflow: every
     emulated operand asks it."""
     try:
         key = (id(fmt), rounding, overflow)
@@ -392,10 +395,11 @@ def _plan(fmt: Format, rounding, overflow) -> tuple:
     if hit is not None and hit[0] is fmt:
         return hit[1]
     if not (holds(_FP32, fmt) and fmt.kind == "float"):  # (the general route checks the rest)
-        plan: tuple = (False, None, None, False)
+        plan: tuple = (False, None, None, None)
     else:
         mode, policy = resolve_mode(rounding), resolve_overflow(overflow, fmt)
-        plan = (True, mode, policy, mode == "nearest_even" and policy == "inf" and _is_bf16(fmt))
+        native = _NATIVE_FIELDS.get(_fields(fmt)) if (mode, policy) == ("nearest_even", "inf") else None
+        plan = (True, mode, policy, native)
     if key is not None:
         if len(_PLANS) > 512:
             _PLANS.clear()
@@ -413,20 +417,15 @@ def _fields(fmt: Format) -> tuple:
             fmt.negative_zero, fmt.zero, fmt.bits, fmt.rules)
 
 
-_BF16_FIELDS = _fields(get_format("bf16"))
+_NATIVE_FIELDS = {_fields(get_format(name)): name for name in _NATIVE}  # (any name of them)
 _FP32_FIELDS = _fields(_FP32)
 
 
-def bf16_reference(x: np.ndarray) -> np.ndarray:
-    """The bit kernel's bf16 rounding of the float32 array ``x`` (nearest even, overflow to
-    Inf): the oracle of ``native_bf16``'s probe."""
-    return round_float32(np.ascontiguousarray(x).reshape(-1), get_format("bf16"), "nearest_even",
+def native_reference(x: np.ndarray, name: str) -> np.ndarray:
+    """The numpy kernel's rounding of the float32 array ``x`` to ``name`` (nearest even,
+    overflow to Inf): the oracle of ``native_convert``'s probe."""
+    return round_float32(np.ascontiguousarray(x).reshape(-1), get_format(name), "nearest_even",
                          "inf").reshape(np.shape(x))
-
-
-def _is_bf16(fmt: Format) -> bool:
-    """``fmt`` is bfloat16 under any name."""
-    return _fields(fmt) == _BF16_FIELDS
 
 
 def _memory_order(a: np.ndarray):
