@@ -144,8 +144,10 @@ def test_every_option_and_policy_equals_the_general_route(name):
     _compare(x, name, MODES, OPTIONS[1:] + [{"overflow": p} for p in policies(name)])
 
 
-@pytest.mark.parametrize("name", ["bf16", "fp8_e4m3"])
+@pytest.mark.parametrize("name", ["bf16", "fp16", "fp8_e4m3"])
 def test_threads_tensors_and_shapes_equal_the_general_route(name):
+    """Four blocks on one thread (passes of SUB_CHUNK) and on two (passes of a block: the
+    subnormal-range indices gathered per block), NaN, overflow, ftz / daz included."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(3)
     n = 4 * ((1 << 17) + 25)  # four blocks: the thread pool and the block random streams
@@ -160,6 +162,10 @@ def test_threads_tensors_and_shapes_equal_the_general_route(name):
             with ff.limit_threads(threads):
                 got = ff.cast(x, name, mode, **kw)
             assert got.shape == x.shape and same_bits(got, want).all(), (mode, threads)
+            for opt in ({"ftz": True}, {"daz": True}) if mode != "stochastic" else ():
+                with ff.limit_threads(threads):
+                    got = ff.cast(x, name, mode, **opt)
+                assert same_bits(got, general(x, name, mode, **opt)).all(), (mode, threads, opt)
         strided = x[:, ::3]
         assert same_bits(ff.cast(strided, name, mode, **kw), general(strided, name, mode, **kw)).all()
         if mode != "stochastic":  # tensors: stochastic rounding draws from torch (general route)

@@ -64,7 +64,12 @@ from .rounding import (OBSERVER, STOCHASTIC, make_rng, resolve_mode, resolve_ove
 __all__ = ["cast_float32", "round_float32", "native_reference", "SUB_CHUNK"]
 
 SUB_CHUNK = 1 << 16
-"""Elements the kernels do per pass (256 KiB of float32: three of them stay in L2)."""
+"""Elements the kernels do per pass on one thread (256 KiB of float32: three of them stay
+in L2).  On the thread pool a pass takes the whole block (``threads.BLOCK``): every numpy
+call hands the GIL over, which on the 2-core CI machine made 2**16-element passes on two
+threads barely faster than on one (RNE of 2**24 float32, ns an element, 1 / 2 threads:
+bf16 1.58 / 1.29, fp16 2.14 / 1.92 with 2**16; on two threads with 2**17 bf16 1.02, fp16
+1.62-1.78; one thread with 2**17: fp16 2.33, slower)."""
 
 _FP32 = get_format("fp32")
 _ABS = np.uint32(0x7FFFFFFF)
@@ -129,23 +134,24 @@ _LOCAL = threading.local()
 
 
 def _bufs(n: int):
-    """This thread's scratch: float64 in / out of one block, and two uint32 sub-chunks."""
+    """This thread's scratch: float64 in / out of one block, and two uint32 blocks (a pass's
+    scratch: at most a block)."""
     b = getattr(_LOCAL, "b", None)
     if b is None:
         b = _LOCAL.b = (np.empty(threads.BLOCK, np.float64), np.empty(threads.BLOCK, np.float64),
-                        np.empty(SUB_CHUNK, np.uint32), np.empty(SUB_CHUNK, np.uint32))
+                        np.empty(threads.BLOCK, np.uint32), np.empty(threads.BLOCK, np.uint32))
     return b
 
 
 def _filled(v: np.float32) -> np.ndarray:
-    """A sub-chunk of v (this thread's, made once): numpy's maximum with a scalar operand
+    """A block of v (this thread's, made once): numpy's maximum with a scalar operand
     is several times slower than with an array."""
     cache = getattr(_LOCAL, "filled", None)
     if cache is None:
         cache = _LOCAL.filled = {}
     a = cache.get(v)
     if a is None:
-        a = cache[v] = np.full(SUB_CHUNK, v, np.float32)
+        a = cache[v] = np.full(threads.BLOCK, v, np.float32)
     return a
 
 
@@ -215,6 +221,7 @@ def _subnormal_range(x, k: _Kernel) -> np.ndarray:
 
 _C_Q = np.uint32(254 << 23)  # the bits of 2**(ee - mbits) are _C_Q - (the bits of its inverse)
 _EXP = np.uint32(0x7F800000)
+_SIGN = np.uint32(0x80000000)
 _ROUND = {"nearest_even": np.rint, "toward_zero": np.trunc, "up": np.ceil, "down": np.floor}
 
 
@@ -231,7 +238,10 @@ def _scaled(x, o, k: _Kernel, E) -> None:
         np.add(E, k.c_magic, out=E)
         np.add(x, Ef, out=o)
         np.subtract(o, Ef, out=o)  # exact: both in c's binade
-        np.copysign(o, x, out=o)  # zeros keep x's sign
+        # zeros keep x's sign (every other result has it): or-ing x's sign bit in is a
+        # third of numpy's copysign
+        np.bitwise_and(x.view(np.uint32), _SIGN, out=E)
+        np.bitwise_or(o.view(np.uint32), E, out=o.view(np.uint32))
         return
     np.subtract(k.c_inv, E, out=E)  # inv
     np.multiply(x, Ef, out=o)
@@ -249,8 +259,8 @@ def _fpu_ok() -> bool:
         return bool(np.ceil(t[:1] * np.float32(1.0))[0] == 1.0) and np.rint(t[1:]).tolist() == [2.0, -0.0]
 
 
-def _bits_block(x, o, fmt, k: _Kernel, policy, ftz, daz_below):
-    """One block by the bit kernel, sub-chunk by sub-chunk (see the module docstring)."""
+def _bits_block(x, o, fmt, k: _Kernel, policy, ftz, daz_below, step: int = SUB_CHUNK):
+    """One block by the bit kernel, ``step`` elements a pass (see the module docstring)."""
     _, _, A, T = _bufs(x.size)
     u_all, o_all = x.view(np.uint32), o.view(np.uint32)
     plain_opts = not ftz and daz_below is None
@@ -261,8 +271,8 @@ def _bits_block(x, o, fmt, k: _Kernel, policy, ftz, daz_below):
     natural = k.natural and policy in ("inf", "satnone") and not need_low
     lim1 = (np.uint32(1 << 23) if k.uniform else k.emin_bits) - np.uint32(1)
     few = []
-    for i in range(0, x.size, SUB_CHUNK):
-        j = min(i + SUB_CHUNK, x.size)
+    for i in range(0, x.size, step):
+        j = min(i + step, x.size)
         xs, os_, u = x[i:j], o[i:j], u_all[i:j]
         a, t = A[:j - i], T[:j - i]
         if natural:  # only NaN needs the policies (the maximum is NaN when one is)
@@ -325,6 +335,7 @@ def round_float32(xf: np.ndarray, fmt: Format, mode: str, policy: str, ftz: bool
     k = _kernel(fmt, mode)
     same = mode not in STOCHASTIC and not ftz and not daz and _fields(fmt) == _FP32_FIELDS
     fmax = np.float32(_FP32.max)
+    step = threads.BLOCK if threads.pooled(n) else SUB_CHUNK
 
     def work(i, j, g):
         if same and np.maximum.reduce(xf[i:j], initial=-fmax) <= fmax \
@@ -333,7 +344,7 @@ def round_float32(xf: np.ndarray, fmt: Format, mode: str, policy: str, ftz: bool
         elif k is None:
             _route64(xf[i:j], out[i:j], fmt, mode, policy, ftz, daz_below, g, sr_bits)
         else:
-            _bits_block(xf[i:j], out[i:j], fmt, k, policy, ftz, daz_below)
+            _bits_block(xf[i:j], out[i:j], fmt, k, policy, ftz, daz_below, step)
 
     threads.run_blocks(n, work, rng if mode in STOCHASTIC else None)
     return out

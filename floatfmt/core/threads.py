@@ -44,7 +44,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 __all__ = ["BLOCK", "PART", "MIN_BLOCKS", "get_num_threads", "set_num_threads",
-           "limit_threads", "run_blocks", "run_parts", "block_rng"]
+           "limit_threads", "run_blocks", "run_parts", "block_rng", "pooled"]
 
 BLOCK = 1 << 17
 """Elements of one block: the unit of stochastic rounding's random stream, and of the
@@ -195,6 +195,16 @@ def run_blocks(n: int, work: Callable[[int, int, np.random.Generator | None], No
             work(b * BLOCK, min(n, (b + 1) * BLOCK), block_rng(key, b))
 
     run_parts(-(-nb // per), part)
+
+
+def pooled(n: int) -> bool:
+    """Whether ``run_blocks(n, ...)`` called here runs on more than one thread.
+
+    >>> with limit_threads(2):
+    ...     pooled(MIN_BLOCKS * BLOCK), pooled(BLOCK)
+    (True, False)
+    """
+    return -(-n // BLOCK) >= MIN_BLOCKS and _blocks_per_part(-(-n // BLOCK)) < -(-n // BLOCK)
 
 
 def _blocks_per_part(nb: int) -> int:
