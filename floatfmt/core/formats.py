@@ -560,6 +560,10 @@ def get_format(fmt: FormatLike) -> Format:
     """
     if isinstance(fmt, Format):
         return fmt
+    if isinstance(fmt, str):  # a registered name as written (every emulated cast asks)
+        hit = _REGISTRY.get(fmt)
+        if hit is not None:
+            return hit
     name = fmt if isinstance(fmt, str) else _dtype_name(fmt)
     if name is None:
         raise TypeError(f"a format must be a name, a Format or a dtype, not {type(fmt).__name__}")
