@@ -317,3 +317,33 @@ def test_fp32_of_finite_float32_is_each_value(monkeypatch):
     assert routed == []
     ff.cast(np.append(x, np.float32(np.inf)), "fp32")
     assert routed == [1]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_flush_switch_between_calls_is_seen(threads):
+    """The FPU check is asked once per call and thread: casts on either side of
+    ``torch.set_flush_denormal(True)`` on the calling thread give the same bits, for
+    arrays on one thread and on the pool.  The inputs: normal values with a few float32
+    subnormals in every block, which the scaled kernel's directed modes would read as
+    zero on a flushing thread; there the bit kernel rounds them with integers.  (A block
+    of many float32 subnormals goes to the float64 route, whose widening a flushing
+    thread zeroes: not looked at here.)"""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    n = 4 * (1 << 17)
+    x = rng.standard_normal(n).astype(np.float32)
+    x[::1000] = rng.integers(1, 1 << 23, x[::1000].size, dtype=np.uint32).view(np.float32)
+    want = general(x, "fp16", "up")
+    assert (want[::1000] == 2.0 ** -24).all()  # each subnormal rounds up to fp16's smallest
+    with ff.limit_threads(threads):
+        before = ff.cast(x, "fp16", "up")
+        if not torch.set_flush_denormal(True):
+            pytest.skip("this CPU has no flush-to-zero control")
+        try:
+            assert not R._fpu_ok()
+            during = ff.cast(x, "fp16", "up")
+        finally:
+            torch.set_flush_denormal(False)
+        after = ff.cast(x, "fp16", "up")
+    for got in (before, during, after):
+        assert same_bits(got, want).all()

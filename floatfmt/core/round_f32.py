@@ -259,12 +259,24 @@ def _fpu_ok() -> bool:
         return bool(np.ceil(t[:1] * np.float32(1.0))[0] == 1.0) and np.rint(t[1:]).tolist() == [2.0, -0.0]
 
 
-def _bits_block(x, o, fmt, k: _Kernel, policy, ftz, daz_below, step: int = SUB_CHUNK):
-    """One block by the bit kernel, ``step`` elements a pass (see the module docstring)."""
+def _fpu_ok_in(call: object) -> bool:
+    """``_fpu_ok()``, asked once per thread and per ``call`` (one ``round_float32``): the
+    state is per thread, and only the caller's own code may change it between calls.
+    (Asked per block it cost 0.2 ns an element on two threads: a GIL-held check.)"""
+    c = getattr(_LOCAL, "fpu", None)
+    if c is None or c[0] is not call:  # (the cached call is kept alive: ids stay distinct)
+        c = _LOCAL.fpu = (call, _fpu_ok())
+    return c[1]
+
+
+def _bits_block(x, o, fmt, k: _Kernel, policy, ftz, daz_below, step: int = SUB_CHUNK,
+                call: object = None):
+    """One block by the bit kernel, ``step`` elements a pass (see the module docstring;
+    ``call``: the ``round_float32`` call it belongs to, for ``_fpu_ok_in``)."""
     _, _, A, T = _bufs(x.size)
     u_all, o_all = x.view(np.uint32), o.view(np.uint32)
     plain_opts = not ftz and daz_below is None
-    scaled = k.scaled and plain_opts and _fpu_ok()
+    scaled = k.scaled and plain_opts and (_fpu_ok() if call is None else _fpu_ok_in(call))
     need_low = not scaled and (not k.uniform or not plain_opts)
     # bf16 / tf32 under Inf on overflow: the kernel itself carries values past max into Inf
     # (nearest, and the outward directed side) or stops at max, as IEEE 754 says; Inf stays
@@ -336,6 +348,7 @@ def round_float32(xf: np.ndarray, fmt: Format, mode: str, policy: str, ftz: bool
     same = mode not in STOCHASTIC and not ftz and not daz and _fields(fmt) == _FP32_FIELDS
     fmax = np.float32(_FP32.max)
     step = threads.BLOCK if threads.pooled(n) else SUB_CHUNK
+    call = object()  # (this call's token: the FPU check once per thread)
 
     def work(i, j, g):
         if same and np.maximum.reduce(xf[i:j], initial=-fmax) <= fmax \
@@ -344,7 +357,7 @@ def round_float32(xf: np.ndarray, fmt: Format, mode: str, policy: str, ftz: bool
         elif k is None:
             _route64(xf[i:j], out[i:j], fmt, mode, policy, ftz, daz_below, g, sr_bits)
         else:
-            _bits_block(xf[i:j], out[i:j], fmt, k, policy, ftz, daz_below, step)
+            _bits_block(xf[i:j], out[i:j], fmt, k, policy, ftz, daz_below, step, call)
 
     threads.run_blocks(n, work, rng if mode in STOCHASTIC else None)
     return out
