@@ -12,6 +12,7 @@ import importlib.util
 import numpy as np
 
 from .accumulate import matmul as _mm, sum as _sum
+from ..backend.fpu import ieee_entry
 from ..core.intake import holds
 from ..core.formats import Format, FormatLike, get_format
 from ..core.types import Overflow, RngLike, Values
@@ -303,6 +304,7 @@ def _matmul_op(x, y, fmt, rounding, overflow, ftz, daz, rng):
                ftz=ftz, daz=daz, rng=rng)
 
 
+@ieee_entry
 def array(values: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
           ftz: bool = False, daz: bool = False, rng: RngLike = None) -> FPArray:
     """An ``FPArray``: ``values`` cast to ``fmt`` (same options as ``ff.cast``), with
@@ -314,6 +316,7 @@ def array(values: Values, fmt: FormatLike, rounding: str = "nearest_even", overf
     return FPArray(values, fmt, rounding, overflow, ftz, daz, rng)
 
 
+@ieee_entry
 def scalar(value: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: Overflow = None,
            ftz: bool = False, daz: bool = False, rng: RngLike = None) -> FPArray:
     """A 0-d ``FPArray`` holding one number cast to ``fmt``.

@@ -106,6 +106,7 @@ from typing import Any, Callable, Iterator, TypeVar, cast
 
 import numpy as np
 
+from .fpu import flushing, ieee
 from .namespace import is_tensor, namespace
 
 __all__ = ["tensor_entry", "tensor_method", "fields_device", "STE_SOURCE", "STE_MASK",
@@ -349,6 +350,9 @@ def tensor_method(obj: Any, name: str, *args: Any,
     method runs; a private ``name`` is that body itself) on the tensors; else raise NotImplementedError.  The
     result carries the straight-through gradient of the tensor ``obj`` was made from
     (``STE_SOURCE``), when that one requires grad."""
+    if flushing():  # a thread that flushes subnormals: IEEE for the call (``fpu``)
+        with ieee():
+            return tensor_method(obj, name, *args, device_impl=device_impl, portable=portable)
     if compiling():
         return run_eager(tensor_method, obj, name, *args, device_impl=device_impl,
                          portable=portable)
@@ -449,6 +453,9 @@ def tensor_entry(name: str, operands: tuple[str, ...],
 
         @functools.wraps(fn)
         def entry(*args: Any, **kwargs: Any) -> Any:
+            if flushing():  # a thread that flushes subnormals: IEEE for the call (``fpu``)
+                with ieee():
+                    return entry(*args, **kwargs)
             if compiling():  # torch.compile: a graph break, then eager (module docstring)
                 return run_eager(entry, *args, **kwargs)
             # arrays given through **options (fake_quant's scale=) are operands too
@@ -483,5 +490,6 @@ def tensor_entry(name: str, operands: tuple[str, ...],
                         object.__setattr__(r, STE_MASK, _inside(limits_of, src, device))
             return r
 
+        entry.__wrapped_ieee__ = True  # type: ignore[attr-defined]  (its first check: flushing)
         return cast(F, entry)
     return wrap

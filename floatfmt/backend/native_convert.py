@@ -49,6 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from .fpu import flushing
+
 __all__ = ["round_native", "available", "FORMATS"]
 
 FORMATS = ("bf16", "fp16")
@@ -135,12 +137,6 @@ def _patterns() -> np.ndarray:
     return u[~nan | ((u & np.uint32(0x7FFFFF)) == 0)]
 
 
-def _flushing() -> bool:
-    """This thread's float32 arithmetic flushes subnormals (DAZ or FTZ set)."""
-    with np.errstate(all="ignore"):
-        return bool((np.array([2.0 ** -149], np.float32) * np.float32(1.0))[0] == 0)
-
-
 def _probe(name: str, reference: Any, convert: Any = None) -> bool:
     """``convert`` (a float32 tensor to its ``name`` values as float32; torch's round trip by
     default) equals ``reference`` bit for bit on the probe (module docstring), under both
@@ -173,7 +169,7 @@ def _probe(name: str, reference: Any, convert: Any = None) -> bool:
 
     if not passes():
         return False
-    was = _flushing()
+    was = flushing()
     if not torch.set_flush_denormal(not was):  # (no such mode on this CPU: one state only)
         return True
     try:

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..backend.namespace import NUMPY, is_tensor, namespace
 from ..backend.dispatch import check_tensors, compiling, run_eager
+from ..backend.fpu import flushing, ieee
 from .intake import Exact, holds, to_exact
 from .labeled import is_labeled, relabel, values_of
 from .formats import FormatLike, get_format
@@ -233,6 +234,10 @@ def cast(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow: O
     >>> cast("0x1.00000000000018p0", "fp64", "toward_zero") == 1 + 2**-52
     True
     """
+    if flushing():  # a thread that flushes subnormals: IEEE for the call (backend.fpu)
+        with ieee():
+            return cast(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits=sr_bits, dtype=dtype,
+                        ste=ste, sr_random=sr_random)
     if compiling():  # torch.compile: run eagerly (floatfmt.backend.dispatch)
         return run_eager(cast, x, fmt, rounding, overflow, ftz, daz, rng, sr_bits=sr_bits,
                          dtype=dtype, ste=ste, sr_random=sr_random)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend.fpu import flushing, ieee, ieee_entry
 from ..backend.namespace import NUMPY, is_tensor, namespace
 from .cast import round_exact, tensor_exact
 from ..backend.dispatch import check_tensors, from_host, host_kernels, tensor_entry, to_host
@@ -198,6 +199,10 @@ def encode(x: Values, fmt: FormatLike, rounding: str = "nearest_even", overflow:
     >>> encode(1 + 2**-10, "tf32"), hex(encode(1 + 2**-10, "tf32", container="fp32"))
     (130049, '0x3f802000')
     """
+    if flushing():  # a thread that flushes subnormals: IEEE for the call (backend.fpu)
+        with ieee():
+            return encode(x, fmt, rounding, overflow, ftz, daz, rng, sr_bits=sr_bits,
+                          container=container, sr_random=sr_random)
     fmt = get_format(fmt)
     target = fmt
     if container is not None:
@@ -236,6 +241,7 @@ def _as_codes(codes, fmt: Format) -> tuple[np.ndarray, bool]:
     return arr.astype(np.uint64 if arr.dtype.kind == "O" else arr.dtype), scalar
 
 
+@ieee_entry
 def decode(codes: Values, fmt: FormatLike) -> np.ndarray | float:
     """Values (float64) of bit patterns of ``fmt``.
 
@@ -278,6 +284,7 @@ def _decode_tensor(codes, fmt: Format):
 _CLASSES = np.array(["zero", "subnormal", "normal", "inf", "nan"])
 
 
+@ieee_entry
 def classify(x: Values, fmt: FormatLike, rounding: str = "nearest_even", **options: Any) -> Values:
     """Class of ``x`` after rounding to ``fmt``: ``zero``, ``subnormal``,
     ``normal``, ``inf`` or ``nan`` (integers: ``zero`` or ``normal``).
@@ -441,6 +448,7 @@ def _ulp_chunk(v, fmt: Format):
     return xp.where(fin, xp.pow2(k), np.nan)
 
 
+@ieee_entry
 def values(fmt: FormatLike) -> np.ndarray:
     """Every distinct finite value of ``fmt`` in increasing order (one zero);
     formats of at most 16 bits.

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, overload
 
+from ..backend.fpu import ieee_entry
 from .block_formats import (BlockFormat, element_format, get_block_format,
                              is_block_format)
 from .formats import Format, FormatLike, hex_code
@@ -157,6 +158,7 @@ def info(fmt: Format | np.dtype | type) -> FormatInfo: ...
 def info(fmt: str) -> FormatInfo | BlockFormatInfo: ...
 
 
+@ieee_entry
 def info(fmt: FormatLike | BlockFormat) -> FormatInfo | BlockFormatInfo:
     """Facts of a format (``numpy.finfo``-style names); for a block-scaled format
     (``block_formats()``: OCP MX, NVFP4) its block facts as a ``BlockFormatInfo``.

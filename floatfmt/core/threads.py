@@ -43,6 +43,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
+from ..backend.fpu import ieee
+
 __all__ = ["BLOCK", "PART", "MIN_BLOCKS", "get_num_threads", "set_num_threads",
            "limit_threads", "run_blocks", "run_parts", "block_rng", "pooled"]
 
@@ -244,7 +246,8 @@ def run_parts(count: int, work: Callable[[int], None]) -> None:
                 if p is None or failed:
                     return  # (parts below a failed one were taken already: they finish)
             try:
-                work(p)
+                with ieee():  # (a worker inherits the flush bits of the thread that started it)
+                    work(p)
             except BaseException as e:  # noqa: BLE001 (re-raised by the caller)
                 with lock:
                     failed[p] = e

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend.fpu import ieee_entry
 from ..core.formats import FormatLike, get_format
 from .quantized_tensor import QuantizedTensor
 from .quotients import mul_fp64, remainder_kwargs, scaled_product, scaled_quotient
@@ -77,6 +78,7 @@ def _matmul_operand(q, name, allowed_axis):
             np.asarray(q.scale, np.float64))
 
 
+@ieee_entry
 def int_matmul(qa: QuantizedTensor, qb: QuantizedTensor, out_scale: Any = None,
                out_zero_point: int = 0, out_fmt: FormatLike = "int8",
                rounding: str = "nearest_even") -> IntMatmulResult:

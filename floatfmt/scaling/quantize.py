@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend.fpu import ieee_entry
 from ..core.formats import FormatLike
 from ..core.types import Overflow, RngLike, Values
 
@@ -333,6 +334,7 @@ def _fake_quant(x: Values, fmt: FormatLike = "int8", **options: Any) -> np.ndarr
     return _run(x, fmt, True, "fake_quant", _options(options))
 
 
+@ieee_entry
 def fake_quant(x: Values, fmt: FormatLike = "int8", **options: Any) -> Values:
     """Quantise then dequantise (the forward pass of quantisation-aware training);
     same options as ``quantize``.  Returns float64 (it holds every result exactly);

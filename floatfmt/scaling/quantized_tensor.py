@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend.fpu import ieee_entry
 from ..core.block_formats import block_formats, element_format, get_block_format, is_block_format
 from ..core.formats import Format, get_format
 from ..core.names import unknown_name
@@ -393,6 +394,7 @@ def int_dtype(fmt: Format):
         np.dtype(np.int16 if fmt.signed else np.uint16)
 
 
+@ieee_entry
 def dequantize(q: QuantizedTensor, dtype: Any = np.float64) -> np.ndarray:
     """Values of a ``QuantizedTensor`` (``q.dequantize()``)."""
     if not isinstance(q, QuantizedTensor):

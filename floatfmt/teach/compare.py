@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..backend.fpu import ieee_entry
 from ..core.block_formats import (BlockFormat, element_format, get_block_format,
                              is_block_format)
 from ..core.formats import Format, FormatLike
@@ -127,6 +128,7 @@ class ComparisonTable:
 DEFAULT_COMPARE = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8")
 
 
+@ieee_entry
 def compare(formats: FormatLike | BlockFormat | Iterable[FormatLike | BlockFormat] = DEFAULT_COMPARE
             ) -> ComparisonTable:
     """Table of range and precision facts for ``formats`` (names or ``Format``; block

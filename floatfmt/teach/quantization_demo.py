@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..backend.fpu import ieee_entry
 from ..core.cast import cast
 from ..core.formats import Format, FormatLike, get_format
 from ..core.types import Values
@@ -23,6 +24,7 @@ from ..scaling.quantized_tensor import QuantizedTensor
 __all__ = ["quantization_error", "compare_quantization", "format_table", "master_weights_demo"]
 
 
+@ieee_entry
 def quantization_error(x: Values, q: Any, **options: Any) -> dict:
     """Error of a quantisation of ``x``: ``q`` is a ``QuantizedTensor``, an array of
     dequantised values, or a format name (quantised here with ``options``).
@@ -72,6 +74,7 @@ _DEFAULT_COMPARE = ("int8", ("int8 per-channel", "int8", {"granularity": "channe
                     "nvfp4", "int4")
 
 
+@ieee_entry
 def compare_quantization(x: Values, formats: Iterable[Any] = _DEFAULT_COMPARE, show: bool = True,
                          **options: Any) -> list[dict]:
     """Quantise ``x`` in each format and print a table of the errors; returns the rows.
@@ -117,6 +120,7 @@ def format_table(rows: Iterable[dict]) -> str:
 # ---------------------------------------------------------------------------------------------
 # master weights
 
+@ieee_entry
 def master_weights_demo(w0: float = 1.0, update: float = 1e-4, steps: int = 10,
                         fmt: FormatLike = "fp16", master: FormatLike = "fp32",
                         show: bool = True) -> dict[str, list[float]]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from ..backend.fpu import ieee_entry
 from ..core.cast import cast
 from ..arith.accumulate import sum as ff_sum
 from ..training.delayed_scaling import DelayedScaling
@@ -143,6 +144,7 @@ class GemmFunction(torch.autograd.Function):
     """``a (..., M, K) @ b (..., K, N) [+ c]`` emulated forward and backward."""
 
     @staticmethod
+    @ieee_entry  # (IEEE subnormals on a flushing thread: backend.fpu)
     def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None,
                 s: GemmSpec) -> torch.Tensor:
         with no_autocast(a):
@@ -160,6 +162,7 @@ class GemmFunction(torch.autograd.Function):
             return as_dtype(y, s.out_dtype or a.dtype)
 
     @staticmethod
+    @ieee_entry
     def backward(ctx: Any, gy: torch.Tensor) -> tuple[Any, ...]:
         s = ctx.s
         r = s.r
@@ -230,6 +233,7 @@ class ConvFunction(torch.autograd.Function):
     """A convolution of a padded ``x`` (N, C, *S) with ``w`` (O, C/G, *k) as implicit GEMMs."""
 
     @staticmethod
+    @ieee_entry  # (IEEE subnormals on a flushing thread: backend.fpu)
     def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
                 geom: tuple, s: GemmSpec) -> torch.Tensor:
         stride, dil, groups = geom
@@ -265,6 +269,7 @@ class ConvFunction(torch.autograd.Function):
             return as_dtype(y.contiguous(), s.out_dtype or x.dtype)
 
     @staticmethod
+    @ieee_entry
     def backward(ctx: Any, gy: torch.Tensor) -> tuple[Any, ...]:
         s, (stride, dil, groups) = ctx.s, ctx.geom
         r = s.r
@@ -328,11 +333,13 @@ class RoundFunction(torch.autograd.Function):
     """Policy ``"pure"``: an op's output rounded to ``fmt``, and the gradient arriving at it."""
 
     @staticmethod
+    @ieee_entry  # (IEEE subnormals on a flushing thread: backend.fpu)
     def forward(ctx: Any, t: torch.Tensor, fmt: str) -> torch.Tensor:
         ctx.fmt = fmt
         return as_dtype(cast(values_of(t), fmt, dtype=torch.float64), t.dtype)
 
     @staticmethod
+    @ieee_entry
     def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
         return as_dtype(cast(values_of(g), ctx.fmt, dtype=torch.float64), g.dtype), None
 
@@ -341,11 +348,13 @@ class TapFunction(torch.autograd.Function):
     """Identity that counts, in backward, the products torch runs for an op left alone."""
 
     @staticmethod
+    @ieee_entry  # (IEEE subnormals on a flushing thread: backend.fpu)
     def forward(ctx: Any, t: torch.Tensor, em: Emulation, kind: str, flops: int, reason: str) -> torch.Tensor:
         ctx.info = (em, kind, flops, reason)
         return t.view_as(t)
 
     @staticmethod
+    @ieee_entry
     def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
         em, kind, flops, reason = ctx.info
         em.report.left(kind, "backward", flops, reason)

@@ -87,6 +87,7 @@ from ..core.cast import cast
 from ..core.formats import get_format
 from ..core.intake import holds
 from ..arith.accumulate import matmul as ff_matmul, sum as ff_sum
+from ..backend.fpu import ieee_entry
 from ..backend.dispatch import host_kernels
 from ..arith.ops import add as ff_add, mul as ff_mul
 from ..scaling.quantize import quantize
@@ -449,6 +450,7 @@ def matmul_backward(g: torch.Tensor, a: torch.Tensor, b: torch.Tensor, qa: Opera
 # ------------------------------------------------------------------ autograd
 class _MatmulFn(torch.autograd.Function):
     @staticmethod
+    @ieee_entry  # (IEEE subnormals on a flushing thread: backend.fpu)
     def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor, r: Recipe) -> torch.Tensor:
         av, bv = values_of(a), values_of(b)
         y, qa, qb = matmul_forward(av, bv, r)
@@ -456,6 +458,7 @@ class _MatmulFn(torch.autograd.Function):
         return as_dtype(y, a.dtype)
 
     @staticmethod
+    @ieee_entry
     def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
         av, bv, qa, qb = ctx.np
         ga, gb = matmul_backward(values_of(g), av, bv, qa, qb, ctx.r)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ...backend.fpu import ieee_entry
 from ...core.cast import refuse_unused_rng
 from ...core.block_formats import BlockFormat, get_block_format, is_block_format
 from ...core.formats import FormatLike, get_format
@@ -32,6 +33,7 @@ __all__ = ["explain", "is_block_format_name", "Explained"]
 Explained = Any
 
 
+@ieee_entry
 def explain(x: Values, fmt: FormatLike | BlockFormat | None = None, rounding: str = "nearest_even",
             overflow: Overflow = None, ftz: bool = False, daz: bool = False, rng: RngLike = None, *,
             sr_bits: int | None = None, max_rows: int = 20, block: int = 0) -> Explained:
