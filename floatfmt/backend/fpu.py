@@ -63,12 +63,14 @@ def _env() -> Any:
         where = {"x86_64": (28, 0x8040), "amd64": (28, 0x8040),
                  "aarch64": (0, 1 << 24), "arm64": (0, 1 << 24)}.get(machine)
         if sys.platform.startswith("linux") and where is not None:
-            try:
-                lib = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-                lib.fegetenv.argtypes = lib.fesetenv.argtypes = [ctypes.c_void_p]
-                env = (lib, *where)
-            except (OSError, AttributeError):
-                env = None
+            for first in (True, False):
+                try:  # the process's own symbols first (Python links libm): no ldconfig run
+                    lib = ctypes.CDLL(None if first else ctypes.util.find_library("m") or "libm.so.6")
+                    lib.fegetenv.argtypes = lib.fesetenv.argtypes = [ctypes.c_void_p]
+                    env = (lib, *where)
+                    break
+                except (OSError, AttributeError):
+                    continue
         _env.cached = env  # type: ignore[attr-defined]
     return env
 
