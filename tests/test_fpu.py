@@ -10,6 +10,7 @@ them, it raises FloatingPointError instead of a wrong number.
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 
 import numpy as np
@@ -215,3 +216,17 @@ def test_smallest_values_do_not_depend_on_the_thread(flushed):
     assert bits(ff.get_format("fp64").smallest_subnormal) == 1
     assert bits(ff.get_format("fp32").smallest_subnormal) == (1023 - 149) << 52
     assert bits(ff.get_format("fp64").smallest_normal) == 1 << 52
+
+
+IEEE_POW2 = {e: math.ldexp(1.0, e) for e in range(-1100, 1024)}  # made on an IEEE thread
+
+
+def test_pow2_does_not_depend_on_the_thread(flushed):
+    """``fpu.pow2`` gives the bits of ``math.ldexp(1.0, e)`` (read before the switch) for
+    every exponent from below the smallest subnormal to the largest normal."""
+    import struct
+
+    wrong = [e for e, v in IEEE_POW2.items()
+             if struct.pack("<d", fpu.pow2(e)) != struct.pack("<d", v)]
+    assert not wrong, wrong[:8]
+    assert fpu.flushing()

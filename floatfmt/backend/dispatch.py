@@ -490,6 +490,6 @@ def tensor_entry(name: str, operands: tuple[str, ...],
                         object.__setattr__(r, STE_MASK, _inside(limits_of, src, device))
             return r
 
-        entry.__wrapped_ieee__ = True  # type: ignore[attr-defined]  (its first check: flushing)
+        entry.__wrapped_ieee__ = True  # type: ignore[attr-defined]  # (its first check: flushing)
         return cast(F, entry)
     return wrap

@@ -34,10 +34,11 @@ import ctypes
 import ctypes.util
 import functools
 import platform
+import struct
 import sys
 from typing import Any, Callable, Iterator, TypeVar
 
-__all__ = ["flushing", "ieee", "ieee_entry"]
+__all__ = ["flushing", "ieee", "ieee_entry", "pow2"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -130,3 +131,17 @@ def ieee_entry(fn: F) -> F:
             return fn(*args, **kwargs)
     run.__wrapped_ieee__ = True  # type: ignore[attr-defined]
     return run  # type: ignore[return-value]
+
+
+def pow2(e: int) -> float:
+    """``2.0 ** e``, built from its float64 bits where it is a float64 (the subnormal ones
+    included), so that it does not depend on the thread: under flushing ``2.0 ** -1074``
+    is 0.0.  Exponents below -1074 give 0.0 and above 1023 raise OverflowError, as ``**``.
+
+    >>> pow2(-1074) == 5e-324, pow2(3), pow2(-1075)
+    (True, 8.0, 0.0)
+    """
+    if -1074 <= e <= 1023:
+        bits = (e + 1023) << 52 if e >= -1022 else 1 << (e + 1074)
+        return float(struct.unpack("<d", bits.to_bytes(8, "little"))[0])
+    return 2.0 ** e

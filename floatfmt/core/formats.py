@@ -43,10 +43,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-import struct
 from functools import cached_property
 from typing import TYPE_CHECKING, Union
 
+from ..backend.fpu import pow2 as _pow2
 from .names import unknown_name
 
 if TYPE_CHECKING:  # numpy is imported lazily here; the name is for annotations
@@ -366,19 +366,6 @@ _INT_PATTERN = re.compile(r"^(u?)int(1|2|4|8|16|32|64)$")
 # What names a format: a registered name or alias ("bf16", "e4m3", "e5m10"), a Format,
 # or a numpy / ml_dtypes dtype or scalar type of a registered format.
 FormatLike = Union[str, Format, "np.dtype", type]
-
-
-def _pow2(e: int) -> float:
-    """2.0**e, built from its float64 bits where it is a float64 (subnormal ones included):
-    on a thread that flushes subnormals (``backend.fpu``) ``2.0 ** -1074`` is 0.0.
-
-    >>> _pow2(-1074) == 5e-324, _pow2(3), _pow2(-1075)
-    (True, 8.0, 0.0)
-    """
-    if -1074 <= e <= 1023:
-        bits = (e + 1023) << 52 if e >= -1022 else 1 << (e + 1074)
-        return struct.unpack("<d", bits.to_bytes(8, "little"))[0]
-    return 2.0 ** e
 
 
 def formats() -> list[str]:
