@@ -292,6 +292,12 @@ def test_dry_run_on_cpu(tmp_path):
     for chk in fx.checks:
         if chk["kind"] in ("cast", "sweep"):
             assert chk["mismatches"] == 0, chk["name"]
+    # the torch section's speed figures reach the report, one line each
+    from floatfmt.gpu.compare import format_report
+    report = format_report(fx, compare_fixture(fx), 0).splitlines()
+    at = report.index("  speed on cpu (floatfmt's torch path; not checks):")
+    figures = [line.split(":")[0].strip() for line in report[at + 1:]]
+    assert figures == ["cast", "casts_f32", "gemm_vs_sgemm", "gemm_4096", "training_step"], figures
 
 
 @pytest.mark.gpu

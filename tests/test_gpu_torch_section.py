@@ -35,5 +35,14 @@ def test_dry_run_section_on_cpu():
     for name in products:  # every tensor-core preset has device code
         assert checks[name]["status"] == "ok" and checks[name]["mismatches"] == 0, checks[name]
     t = r["timings"]
-    assert t["cast_elements"] > 0 and t["cast_device_ns_per_element"] > 0 and t["gemm_size"] == 64
-    assert any("torch timing: cast bf16" in line for line in lines)
+    for name in ("cast", "casts_f32", "gemm_vs_sgemm", "gemm_4096", "training_step"):
+        assert "error" not in t[name], t[name]
+        assert any(line.startswith(f"  torch timing {name}: ") for line in lines), name
+    assert t["cast"]["elements"] > 0 and t["cast"]["device_ns"] > 0
+    for fmt in ("bf16", "fp16", "fp8_e4m3"):  # (standard normal: torch's RNE agrees)
+        rec = t["casts_f32"][fmt]
+        assert rec["ff_ns"] > 0 and rec["torch_ns"] > 0 and rec["differ_from_torch"] == 0, rec
+        assert all(rec[f"{m}_over_rne"] > 0 for m in ("toward_zero", "up", "down")), rec
+    assert t["gemm_vs_sgemm"]["size"] == 64 and t["gemm_vs_sgemm"]["ff_over_sgemm"] > 1
+    step = t["training_step"]
+    assert step["exact_s"] > step["plain_s"] > 0 and step["fast_s"] > 0, step

@@ -423,6 +423,12 @@ def format_report(fx: Fixture, results: list[CheckResult], show: int = 5) -> str
         lines.append("\n  CPU torch vs CUDA:")
         for k, v in devdiff.items():
             lines.append(f"    {k}: {v}")
+    timings = (fx.summary.get("torch_path") or {}).get("timings")
+    if timings:
+        from .sections.speed import format_timings
+        lines.append(f"\n  speed on {timings.get('device', 'the device')} (floatfmt's torch path; "
+                     "not checks):")
+        lines += [f"    {line}" for line in format_timings(timings)]
     return "\n".join(lines)
 
 

@@ -13,9 +13,9 @@ which have their own section; one with the epilogue), ``mma`` and ``quantize`` /
 recorded as ``not_implemented`` with the error's message (floatfmt refuses rather
 than copying to the host).
 
-Timings (issue 11 item 10): ``ff.cast`` to bf16 (RNE) on the device against the
-numpy path per element (target: at least 100x), and a 4096^3 bf16 GEMM under
-``model="h100"`` (target: under 10 s).
+Timings (``speed``, issues 11 and 24): ``ff.cast`` on the device against the numpy path
+and against torch's own conversions, the h100 bf16 GEMM against torch's SGEMM, and an
+emulated training step (exact and ``gemm="fast"``) against plain torch, all on the device.
 
 In a dry run (``--dry-run``: torch on the CPU) the "device" calls run under
 ``floatfmt.backend.dispatch.force_namespace``, so the CPU runs exactly the code CUDA runs,
@@ -42,6 +42,7 @@ from ...core.rounding import MODES, STOCHASTIC, resolve_overflow
 from ...scaling.quantize import quantize
 from ...scaling.quantized_tensor import dequantize
 from ...arith.matrixunit.tensorcore import mma, tensorcore_models
+from . import speed
 from .context import Context
 
 __all__ = ["NAME", "run", "torch_section", "CAST_FORMATS"]
@@ -242,53 +243,6 @@ class _Run:
                 return int(np.size(w)), _bad(got.cpu().numpy(), w)
             self.check(name, run)
 
-    # ------------------------------------------------------------------ timings
-    def timings(self) -> dict:
-        torch = self.torch
-        n = (1 << 16) if self.dry else (1 << 24)
-        x = _inputs(n, 1)
-        td = torch.from_numpy(x).to(self.device)
-        out: dict = {"cast_elements": n}
-
-        def best(fn: Callable[[], Any], repeat: int = 3) -> float:
-            fn()
-            self.sync()
-            ts = []
-            for _ in range(repeat):
-                t = time.perf_counter()
-                fn()
-                self.sync()
-                ts.append(time.perf_counter() - t)
-            return min(ts)
-
-        with self.on_device():
-            t_dev = best(lambda: cast(td, "bf16"))
-        t_np = best(lambda: cast(x, "bf16"))
-        out.update(cast_device_ns_per_element=t_dev / n * 1e9, cast_numpy_ns_per_element=t_np / n * 1e9,
-                   cast_speedup_vs_numpy=t_np / t_dev, cast_target="speedup >= 100")
-        self.log(f"  torch timing: cast bf16 {t_dev / n * 1e9:.3f} ns/el on {self.device}, numpy "
-                 f"{t_np / n * 1e9:.3f} ns/el: {t_np / t_dev:.1f}x (target >= 100x)")
-        size = 64 if self.dry else 4096
-        g = torch.Generator().manual_seed(0)
-        a = torch.randn(size, size, generator=g, dtype=torch.float32).to(self.device)
-        b = torch.randn(size, size, generator=g, dtype=torch.float32).to(self.device)
-        try:
-            with self.on_device():
-                t = time.perf_counter()
-                matmul(a, b, "bf16", model="h100")
-                self.sync()
-                out["gemm_seconds"] = time.perf_counter() - t
-            self.log(f"  torch timing: {size}^3 bf16 GEMM model=h100: {out['gemm_seconds']:.2f}s "
-                     "(target < 10 s at 4096)")
-        except NotImplementedError as err:
-            out["gemm_seconds"] = None
-            out["gemm_note"] = str(err)[:300]
-            self.log(f"  torch timing: {size}^3 bf16 GEMM model=h100: not implemented on "
-                     f"{self.device}")
-        out["gemm_size"] = size
-        out["gemm_target"] = "< 10 s at 4096^3"
-        return out
-
 
 def torch_section(torch: Any, device: str, dry: bool, log: Callable[[str], None]) -> dict:
     """Run the section; returns ``{"checks": [...], "timings": {...}}`` for summary.json.
@@ -303,12 +257,7 @@ def torch_section(torch: Any, device: str, dry: bool, log: Callable[[str], None]
     r.stochastic(x)
     r.fake_quant(x[: 1 << 14])
     r.not_yet_on_device()
-    timings: dict = {}
-    try:
-        timings = r.timings()
-    except Exception as err:  # noqa: BLE001 - recorded
-        timings = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
-        log(f"  torch timings FAILED: {timings['error']}")
+    timings = speed.timings(torch, device, dry, log, r.on_device)
     bad = [c["name"] for c in r.checks if c["status"] in ("mismatch", "error")]
     log(f"  torch: {len(r.checks)} checks, {len(bad)} with mismatches or errors"
         + (f" ({', '.join(bad)})" if bad else ""))
