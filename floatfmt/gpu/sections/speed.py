@@ -103,12 +103,12 @@ def _gemm_vs_sgemm(c: _Clock, dry: bool, size: int | None = None, repeat: int = 
     t = c.best(lambda: matmul(a, b, "bf16", model="h100"), repeat)
     rec["ff_s"] = t
     if repeat > 1:
-        tf32 = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = False  # (SGEMM: float32 products and sums)
+        was = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("highest")  # (SGEMM: no TF32)
         try:
             s = c.best(lambda: a @ b, 5, device=False)
         finally:
-            torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.set_float32_matmul_precision(was)
         rec.update(sgemm_s=s, ff_over_sgemm=t / s, target="ff <= 100x SGEMM")
     return rec
 
