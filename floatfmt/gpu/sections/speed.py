@@ -25,6 +25,7 @@ under ``force_namespace``) measures the same things on small sizes, to show they
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable
 
@@ -73,6 +74,11 @@ def _cast_vs_numpy(c: _Clock, dry: bool) -> dict:
             "speedup": t_np / t_dev, "target": "speedup >= 100"}
 
 
+def _round_trip(x: Any, dt: Any) -> Any:
+    """torch's own conversion of float32 ``x`` to ``dt`` and back."""
+    return x.to(dt).to(x.dtype)
+
+
 def _casts_f32(c: _Clock, dry: bool) -> dict:
     torch = c.torch
     n = (1 << 16) if dry else (1 << 24)
@@ -81,14 +87,14 @@ def _casts_f32(c: _Clock, dry: bool) -> dict:
     out: dict = {"elements": n, "target": "ff <= torch round trip; directed <= 1.5x RNE"}
     for fmt, dname in TORCH_DTYPES.items():
         dt = getattr(torch, dname)
-        ff_s = c.best(lambda fmt=fmt: cast(x, fmt))
-        rt_s = c.best(lambda dt=dt: x.to(dt).to(torch.float32), device=False)
+        ff_s = c.best(functools.partial(cast, x, fmt))
+        rt_s = c.best(functools.partial(_round_trip, x, dt), device=False)
         with c.on_device():
-            differ = int((cast(x, fmt) != x.to(dt).to(torch.float32)).sum().item())
+            differ = int((cast(x, fmt) != _round_trip(x, dt)).sum().item())
         rec = {"ff_ns": ff_s / n * 1e9, "torch_ns": rt_s / n * 1e9, "torch_over_ff": rt_s / ff_s,
                "differ_from_torch": differ}
         for mode in DIRECTED:
-            rec[f"{mode}_over_rne"] = c.best(lambda fmt=fmt, mode=mode: cast(x, fmt, mode)) / ff_s
+            rec[f"{mode}_over_rne"] = c.best(functools.partial(cast, x, fmt, mode)) / ff_s
         out[fmt] = rec
     return out
 
