@@ -25,6 +25,7 @@ under ``force_namespace``) measures the same things on small sizes, to show they
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from typing import Any, Callable
@@ -34,42 +35,37 @@ import numpy as np
 from ...arith.accumulate import matmul
 from ...core.cast import cast
 
-__all__ = ["timings", "format_timings", "TORCH_DTYPES"]
+__all__ = ["timings", "format_timings", "best", "transformer", "TORCH_DTYPES"]
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "float8_e4m3fn"}
 DIRECTED = ("toward_zero", "up", "down")
 
 
-class _Clock:
-    def __init__(self, torch: Any, device: str, on_device: Callable[[], Any]):
-        self.torch, self.device, self.on_device = torch, device, on_device
-
-    def sync(self) -> None:
-        if self.device == "cuda":
-            self.torch.cuda.synchronize()
-
-    def best(self, fn: Callable[[], Any], repeat: int = 3, device: bool = True) -> float:
-        """The least wall time of ``repeat`` calls of ``fn`` after one warm-up call, the
-        device synchronised before and after each (under ``on_device`` when ``device``)."""
-        import contextlib
-        with (self.on_device() if device else contextlib.nullcontext()):
+def best(r: Any, fn: Callable[[], Any], repeat: int = 3, device: bool = True,
+         warmup: bool = True) -> float:
+    """The least wall time of ``repeat`` calls of ``fn`` (after one warm-up call when
+    ``warmup``), ``r.sync()`` after each, under ``r.on_device()`` when ``device``.  ``r``:
+    the torch section's runner (``torch``, ``device``, ``dry``, ``log``, ``on_device``,
+    ``sync``)."""
+    with (r.on_device() if device else contextlib.nullcontext()):
+        if warmup:
             fn()
-            self.sync()
-            ts = []
-            for _ in range(repeat):
-                t = time.perf_counter()
-                fn()
-                self.sync()
-                ts.append(time.perf_counter() - t)
-        return min(ts)
+            r.sync()
+        ts = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            fn()
+            r.sync()
+            ts.append(time.perf_counter() - t)
+    return min(ts)
 
 
-def _cast_vs_numpy(c: _Clock, dry: bool) -> dict:
+def _cast_vs_numpy(r: Any, dry: bool) -> dict:
     n = (1 << 16) if dry else (1 << 24)
     x = np.random.default_rng(1).standard_normal(n)
-    td = c.torch.from_numpy(x).to(c.device)
-    t_dev = c.best(lambda: cast(td, "bf16"))
-    t_np = c.best(lambda: cast(x, "bf16"), device=False)
+    td = r.torch.from_numpy(x).to(r.device)
+    t_dev = best(r, lambda: cast(td, "bf16"))
+    t_np = best(r, lambda: cast(x, "bf16"), device=False)
     return {"elements": n, "device_ns": t_dev / n * 1e9, "numpy_ns": t_np / n * 1e9,
             "speedup": t_np / t_dev, "target": "speedup >= 100"}
 
@@ -79,47 +75,50 @@ def _round_trip(x: Any, dt: Any) -> Any:
     return x.to(dt).to(x.dtype)
 
 
-def _casts_f32(c: _Clock, dry: bool) -> dict:
-    torch = c.torch
+def _casts_f32(r: Any, dry: bool) -> dict:
+    torch = r.torch
     n = (1 << 16) if dry else (1 << 24)
     g = torch.Generator().manual_seed(2)
-    x = torch.randn(n, generator=g, dtype=torch.float32).to(c.device)
+    x = torch.randn(n, generator=g, dtype=torch.float32).to(r.device)
     out: dict = {"elements": n, "target": "ff <= torch round trip; directed <= 1.5x RNE"}
     for fmt, dname in TORCH_DTYPES.items():
         dt = getattr(torch, dname)
-        ff_s = c.best(functools.partial(cast, x, fmt))
-        rt_s = c.best(functools.partial(_round_trip, x, dt), device=False)
-        with c.on_device():
+        ff_s = best(r, functools.partial(cast, x, fmt))
+        rt_s = best(r, functools.partial(_round_trip, x, dt), device=False)
+        with r.on_device():
             differ = int((cast(x, fmt) != _round_trip(x, dt)).sum().item())
         rec = {"ff_ns": ff_s / n * 1e9, "torch_ns": rt_s / n * 1e9, "torch_over_ff": rt_s / ff_s,
                "differ_from_torch": differ}
         for mode in DIRECTED:
-            rec[f"{mode}_over_rne"] = c.best(functools.partial(cast, x, fmt, mode)) / ff_s
+            rec[f"{mode}_over_rne"] = best(r, functools.partial(cast, x, fmt, mode)) / ff_s
         out[fmt] = rec
     return out
 
 
-def _gemm_vs_sgemm(c: _Clock, dry: bool, size: int | None = None, repeat: int = 3) -> dict:
-    torch = c.torch
-    size = size or (64 if dry else 512)
+def _gemm(r: Any, size: int, sgemm: bool) -> dict:
+    """The h100 bf16 product of two size^3 float32 operands on the device: best of 3, with
+    torch's SGEMM beside it when ``sgemm``; else one call, timed alone (the 4096^3 one)."""
+    torch = r.torch
     g = torch.Generator().manual_seed(0)
-    a = torch.randn(size, size, generator=g, dtype=torch.float32).to(c.device)
-    b = torch.randn(size, size, generator=g, dtype=torch.float32).to(c.device)
+    a = torch.randn(size, size, generator=g, dtype=torch.float32).to(r.device)
+    b = torch.randn(size, size, generator=g, dtype=torch.float32).to(r.device)
     rec: dict = {"size": size}
-    t = c.best(lambda: matmul(a, b, "bf16", model="h100"), repeat)
+    t = best(r, lambda: matmul(a, b, "bf16", model="h100"), 3 if sgemm else 1, warmup=sgemm)
     rec["ff_s"] = t
-    if repeat > 1:
+    if sgemm:
         was = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision("highest")  # (SGEMM: no TF32)
         try:
-            s = c.best(lambda: a @ b, 5, device=False)
+            s = best(r, lambda: a @ b, 5, device=False)
         finally:
             torch.set_float32_matmul_precision(was)
         rec.update(sgemm_s=s, ff_over_sgemm=t / s, target="ff <= 100x SGEMM")
+    else:
+        rec["target"] = "under 10 s at 4096^3"
     return rec
 
 
-def transformer(torch: Any, e: int, t: int, vocab: int = 64) -> Any:
+def transformer(torch: Any, e: int, vocab: int = 64) -> Any:
     """Two pre-norm transformer blocks (GELU, no dropout) between a linear embedding of
     ``vocab`` features and a linear head: the model of the step timing."""
     nn = torch.nn
@@ -130,42 +129,41 @@ def transformer(torch: Any, e: int, t: int, vocab: int = 64) -> Any:
                          nn.TransformerEncoderLayer(**layer), nn.Linear(e, vocab))
 
 
-def _training_step(c: _Clock, dry: bool) -> dict:
+def _training_step(r: Any, dry: bool) -> dict:
     from ...torch import emulating, get_recipe
-    torch = c.torch
+    torch = r.torch
     e, t, vocab = (16, 8, 11) if dry else (128, 64, 64)
-    model = transformer(torch, e, t, vocab).to(c.device)
-    x = torch.randn(4, t, vocab, generator=torch.Generator().manual_seed(5)).to(c.device)
-    w = torch.randn(4, t, vocab, generator=torch.Generator().manual_seed(6)).to(c.device)
+    model = transformer(torch, e, vocab).to(r.device)
+    x = torch.randn(4, t, vocab, generator=torch.Generator().manual_seed(5)).to(r.device)
+    w = torch.randn(4, t, vocab, generator=torch.Generator().manual_seed(6)).to(r.device)
 
     def step() -> None:
         model.zero_grad()
         (model(x) * w).sum().backward()
 
     fast = get_recipe("bf16").replace(name="bf16_fast", gemm="fast")
-    plain = c.best(step, 5, device=False)
+    plain = best(r, step, 5, device=False)
     with emulating(model, fast):
-        quick = c.best(step, 3)
+        quick = best(r, step, 3)
     with emulating(model, "bf16"):
-        exact = c.best(step, 2)
+        exact = best(r, step, 2)
     return {"model": f"2 pre-norm TransformerEncoderLayer, e={e}, tokens={t}, batch 4",
             "plain_s": plain, "exact_s": exact, "fast_s": quick, "exact_over_plain": exact / plain,
             "fast_over_plain": quick / plain, "target": "fast <= 3x, exact <= 50x plain torch"}
 
 
-def timings(torch: Any, device: str, dry: bool, log: Callable[[str], None],
-            on_device: Callable[[], Any]) -> dict:
-    """Every figure above as ``{name: record}`` (``{"error": ...}`` where one failed);
-    each is logged as it is measured."""
-    c = _Clock(torch, device, on_device)
+def timings(r: Any) -> dict:
+    """Every figure above as ``{name: record}`` (``{"error": ...}`` where one failed),
+    each logged with ``r.log`` as it is measured (``r``: as for ``best``)."""
+    dry = r.dry
     parts: dict[str, Callable[[], dict]] = {
-        "cast": lambda: _cast_vs_numpy(c, dry),
-        "casts_f32": lambda: _casts_f32(c, dry),
-        "gemm_vs_sgemm": lambda: _gemm_vs_sgemm(c, dry),
-        "gemm_4096": lambda: _gemm_vs_sgemm(c, dry, 64 if dry else 4096, 1),
-        "training_step": lambda: _training_step(c, dry),
+        "cast": lambda: _cast_vs_numpy(r, dry),
+        "casts_f32": lambda: _casts_f32(r, dry),
+        "gemm_vs_sgemm": lambda: _gemm(r, 64 if dry else 512, True),
+        "gemm_4096": lambda: _gemm(r, 64 if dry else 4096, False),
+        "training_step": lambda: _training_step(r, dry),
     }
-    out: dict = {"device": device, "dry_run": dry}
+    out: dict = {"device": r.device, "dry_run": dry}
     for name, fn in parts.items():
         t = time.perf_counter()
         try:
@@ -173,7 +171,7 @@ def timings(torch: Any, device: str, dry: bool, log: Callable[[str], None],
         except Exception as err:  # noqa: BLE001 - recorded, the capture goes on
             out[name] = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
         for line in format_timings({name: out[name]}):
-            log(f"  torch timing {line}  ({time.perf_counter() - t:.1f}s)")
+            r.log(f"  torch timing {line}  ({time.perf_counter() - t:.1f}s)")
     return out
 
 

@@ -257,7 +257,7 @@ def torch_section(torch: Any, device: str, dry: bool, log: Callable[[str], None]
     r.stochastic(x)
     r.fake_quant(x[: 1 << 14])
     r.not_yet_on_device()
-    timings = speed.timings(torch, device, dry, log, r.on_device)
+    timings = speed.timings(r)
     bad = [c["name"] for c in r.checks if c["status"] in ("mismatch", "error")]
     log(f"  torch: {len(r.checks)} checks, {len(bad)} with mismatches or errors"
         + (f" ({', '.join(bad)})" if bad else ""))
